@@ -1,0 +1,143 @@
+import { sql } from "drizzle-orm";
+import {
+
+  bigserial,
+  boolean,
+  check,
+  customType,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  pgTable,
+  primaryKey,
+  serial,
+  text,
+  timestamp,
+  unique,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+/** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
+const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
+
+export const organizations = pgTable(
+  "organizations",
+  {
+    id: uuid("id").primaryKey(),
+    productId: text("product_id").notNull(),
+    name: text("name").notNull(),
+    active: boolean("active").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex("organizations_product_name_unique").on(t.productId, sql`lower(${t.name})`)],
+);
+
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: uuid("id").primaryKey(),
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    /** SHA-256 of the raw key, hex. The raw key is shown once and never stored. */
+    keyHash: text("key_hash").notNull(),
+    /** The first characters of the key, to recognise it in a list without revealing it. */
+    keyPrefix: text("key_prefix").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    revokedAt: timestamptz("revoked_at"),
+  },
+  (t) => [uniqueIndex("api_keys_key_hash_unique").on(t.keyHash), index("api_keys_organization_idx").on(t.organizationId)],
+);
+
+/** The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). */
+export const messageEvents = pgTable(
+  "message_events",
+  {
+    position: bigserial("position", { mode: "number" }).primaryKey(),
+    messageId: uuid("message_id").notNull(),
+    seq: integer("seq").notNull(),
+    type: text("type", { enum: ["accepted", "pending", "success", "failed", "rejected"] }).notNull(),
+    retryCount: integer("retry_count").notNull(),
+    data: jsonb("data").notNull(),
+    occurredAt: timestamptz("occurred_at").notNull(),
+    organizationId: uuid("organization_id").notNull(),
+    transactionId: xid8("transaction_id")
+      .notNull()
+      .default(sql`pg_current_xact_id()`),
+  },
+  (t) => [
+    unique("message_events_message_seq_unique").on(t.messageId, t.seq),
+    check("message_events_seq_positive", sql`${t.seq} >= 1`),
+    check("message_events_type_valid", sql`${t.type} in ('accepted','pending','success','failed','rejected')`),
+  ],
+);
+
+/** The queryable record: a projection of `message_events`, rebuilt from them on demand. */
+export const messages = pgTable(
+  "messages",
+  {
+    messageId: uuid("message_id").primaryKey(),
+    organizationId: uuid("organization_id").notNull(),
+    productId: text("product_id").notNull(),
+    channel: text("channel", { enum: ["email", "sms", "push"] }).notNull(),
+    status: text("status", { enum: ["accepted", "pending", "success", "failed", "rejected"] }).notNull(),
+    priority: text("priority", { enum: ["critical", "high", "medium", "low"] }).notNull(),
+    notificationType: text("notification_type"),
+    recipient: text("recipient").notNull(),
+    sender: text("sender").notNull(),
+    body: text("body").notNull(),
+    subject: text("subject"),
+    templateFields: jsonb("template_fields"),
+    retryEnabled: boolean("retry_enabled").notNull(),
+    retryCount: integer("retry_count").notNull(),
+    /** Sequence number of the last event folded in. */
+    version: integer("version").notNull(),
+    /** When the next attempt is due, while a retry is scheduled. */
+    nextAttemptAt: timestamptz("next_attempt_at"),
+    deliveryTime: timestamptz("delivery_time"),
+    createdAt: timestamptz("created_at").notNull(),
+    updatedAt: timestamptz("updated_at").notNull(),
+  },
+  (t) => [
+    index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
+    index("messages_unfinished_idx")
+      .on(t.updatedAt)
+      .where(sql`${t.status} in ('accepted','pending')`),
+  ],
+);
+
+/** One row per `Idempotency-Key` an organization used in the last 24 hours. */
+export const idempotencyKeys = pgTable(
+  "idempotency_keys",
+  {
+    organizationId: uuid("organization_id").notNull(),
+    key: text("key").notNull(),
+    requestHash: text("request_hash").notNull(),
+    messageId: uuid("message_id").notNull(),
+    createdAt: timestamptz("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.key] }), index("idempotency_keys_created_idx").on(t.createdAt)],
+);
+
+/** The client-onboarding (encryption) service owns this schema; nothing else reads it. */
+export const encryption = pgSchema("encryption");
+
+export const encryptionClients = encryption.table(
+  "clients",
+  {
+    id: serial("id").primaryKey(),
+    appName: text("app_name").notNull(),
+    contactEmail: text("contact_email").notNull(),
+    apiKeyHash: text("api_key_hash").notNull(),
+    apiKeyPrefix: text("api_key_prefix").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("clients_app_name_unique").on(sql`lower(${t.appName})`),
+    uniqueIndex("clients_api_key_hash_unique").on(t.apiKeyHash),
+  ],
+);
+

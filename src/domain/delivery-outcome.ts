@@ -1,0 +1,20 @@
+/**
+ * What a provider said about one delivery attempt. Every failure says how it may be handled:
+ * - `transient`: worth retrying (network error, timeout, provider 5xx or 429);
+ * - `rejected`: the provider refused the recipient for good (invalid, opted out, not mobile);
+ * - `permanent`: the request itself cannot succeed (bad credentials, bad sender, other 4xx).
+ */
+export type FailureClass = "transient" | "rejected" | "permanent";
+
+export interface DeliveryError {
+  class: FailureClass;
+  /** Provider's own error code where it gave one (e.g. Twilio's 21211), else a short slug. */
+  code: string;
+  message: string;
+  /** The provider asked us to wait at least this long (HTTP Retry-After). */
+  retryAfterMs?: number;
+}
+
+export type DeliveryOutcome =
+  | { ok: true; provider: string; providerMessageId: string }
+  | { ok: false; provider: string; error: DeliveryError };
