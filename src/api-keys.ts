@@ -1,0 +1,23 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+
+/** A new raw key: a readable prefix and 32 random bytes, base64url. Shown once, never stored. */
+export function generateApiKey(prefix: "ntf_" | "enc_"): string {
+  return prefix + randomBytes(32).toString("base64url");
+}
+
+/** What is stored and looked up: SHA-256 of the raw key, hex. */
+export function hashApiKey(rawKey: string): string {
+  return createHash("sha256").update(rawKey).digest("hex");
+}
+
+/** The part of a key safe to show in listings and logs. */
+export function keyPrefix(rawKey: string): string {
+  return rawKey.slice(0, 8);
+}
+
+/** Compares two secrets in constant time (for bearer tokens and passwords). */
+export function secretsEqual(a: string, b: string): boolean {
+  const left = createHash("sha256").update(a).digest();
+  const right = createHash("sha256").update(b).digest();
+  return timingSafeEqual(left, right);
+}

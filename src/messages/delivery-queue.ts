@@ -1,0 +1,39 @@
+import { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import { type PriorityTier, QUEUE_PRIORITY } from "../domain/priority.js";
+
+export const DELIVERY_QUEUE = "deliveries";
+
+export interface DeliveryJobData {
+  messageId: string;
+}
+
+export function createDeliveryQueue(connection: Redis, prefix: string): Queue<DeliveryJobData> {
+  return new Queue<DeliveryJobData>(DELIVERY_QUEUE, { connection, prefix });
+}
+
+/**
+ * Adds the delivery job of a message. The job id is the message id, so adding it twice while it
+ * exists is a no-op. Finished jobs are removed: the events are the history, and the sweeper can
+ * then re-add a job for any message whose job was lost.
+ */
+export async function enqueueDelivery(
+  queue: Queue<DeliveryJobData>,
+  job: { messageId: string; priority: PriorityTier; delayMs?: number },
+): Promise<void> {
+  await queue.add(
+    "deliver",
+    { messageId: job.messageId },
+    {
+      jobId: job.messageId,
+      priority: QUEUE_PRIORITY[job.priority],
+      delay: job.delayMs && job.delayMs > 0 ? job.delayMs : undefined,
+      // Infrastructure failures (database down) are retried by BullMQ with backoff; provider
+      // failures never reach BullMQ: they are decided and scheduled by the domain.
+      attempts: 20,
+      backoff: { type: "exponential", delay: 1000 },
+      removeOnComplete: true,
+      removeOnFail: true,
+    },
+  );
+}

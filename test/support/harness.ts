@@ -1,0 +1,119 @@
+import { randomUUID } from "node:crypto";
+import { Worker } from "bullmq";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { v7 as uuidv7 } from "uuid";
+import { inject } from "vitest";
+import { createDatabase } from "../../db/client.js";
+import { createApp } from "../../src/app.js";
+import { type Config, loadConfig } from "../../src/config.js";
+import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/messages/delivery-queue.js";
+import { createDeliveryProcessor } from "../../workers/deliver.js";
+import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
+import type { SmsProvider } from "../../workers/providers/sms-provider.js";
+
+export const silentLogger = pino({ level: "silent" });
+
+/**
+ * The real stack in-process, isolated: this run's database, and a BullMQ prefix of its own so
+ * no other test file's worker takes its jobs.
+ */
+export function createHarness(env: Record<string, string> = {}) {
+  const config: Config = loadConfig({
+    NODE_ENV: "test",
+    DATABASE_URL: inject("databaseUrl"),
+    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
+    RETRY_BASE_DELAY_MS: "20",
+    ...env,
+  });
+  const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null });
+  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
+  const deps = { config, db, queue, logger: silentLogger, now: () => new Date(), newId: uuidv7 };
+  const app = createApp(deps);
+  const workers: Worker[] = [];
+
+  return {
+    config,
+    db,
+    sql,
+    redis,
+    queue,
+    app,
+    deps,
+    /** Starts an in-process delivery worker on this harness's queue. */
+    startWorker(options: { provider?: SmsProvider; concurrency?: number } = {}) {
+      const processor = createDeliveryProcessor({
+        db,
+        provider: options.provider ?? new SimulatorSmsProvider({ rateLimitRetryAfterMs: 50 }),
+        policy: { maxAttempts: config.MAX_DELIVERY_ATTEMPTS, baseDelayMs: config.RETRY_BASE_DELAY_MS, maxDelayMs: config.RETRY_MAX_DELAY_MS },
+        logger: silentLogger,
+        now: () => new Date(),
+        random: Math.random,
+      });
+      const worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
+        connection: new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }),
+        prefix: config.QUEUE_PREFIX,
+        concurrency: options.concurrency ?? 20,
+      });
+      worker.on("error", () => {});
+      workers.push(worker);
+      return worker;
+    },
+    async close() {
+      await Promise.all(workers.map(async (w) => {
+        await w.close();
+        (await w.client).disconnect();
+      }));
+      await queue.obliterate({ force: true }).catch(() => {});
+      await queue.close();
+      redis.disconnect();
+      await sql.end({ timeout: 5 });
+    },
+  };
+}
+
+export type Harness = ReturnType<typeof createHarness>;
+
+/** A product id no other test uses. */
+export function uniqueProduct(): string {
+  return `prod-${randomUUID().slice(0, 12)}`;
+}
+
+export async function onboard(harness: Harness, options: { productId?: string; name?: string; active?: boolean } = {}) {
+  const productId = options.productId ?? uniqueProduct();
+  const response = await harness.app.request(`/api/v1/onboarding/organizations/${productId}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ organizations: [{ name: options.name ?? `Org ${randomUUID().slice(0, 8)}`, active: options.active ?? true }] }),
+  });
+  if (response.status !== 201) throw new Error(`onboarding failed: ${response.status} ${await response.text()}`);
+  const { organizations } = (await response.json()) as { organizations: Array<{ id: string; apiKey: string; name: string; product_id: string; active: boolean }> };
+  const [organization] = organizations;
+  if (!organization) throw new Error("onboarding returned no organization");
+  return { ...organization, productId };
+}
+
+export function sendSms(harness: Harness, apiKey: string, body: unknown, headers: Record<string, string> = {}, query = "") {
+  return harness.app.request(`/api/v1/notifications/sms${query}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey, ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+export function getMessage(harness: Harness, apiKey: string, messageId: string) {
+  return harness.app.request(`/api/v1/messages/${messageId}`, { headers: { "x-api-key": apiKey } });
+}
+
+/** Polls until `check` returns a value, or fails after `timeoutMs`. No fixed sleeps. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

@@ -1,0 +1,61 @@
+import type { Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import { and, asc, gt, inArray, lt, or, eq } from "drizzle-orm";
+import type { Database } from "../db/client.js";
+import { messages } from "../db/schema.js";
+import { type DeliveryJobData, enqueueDelivery } from "../src/messages/delivery-queue.js";
+
+export interface SweepDeps {
+  db: Database;
+  queue: Queue<DeliveryJobData>;
+  now: () => Date;
+  /** A message younger than this is left alone: its job is probably on its way. */
+  graceMs: number;
+  pageSize?: number;
+}
+
+/**
+ * Finds unfinished messages whose delivery job is not in Redis (the API could not enqueue it,
+ * Redis lost it, or BullMQ gave up on it) and enqueues them again, keeping a scheduled retry's
+ * time. Safe to run from every worker at once: the job id is the message id.
+ * Returns how many jobs it re-enqueued.
+ */
+export async function sweep(deps: SweepDeps): Promise<number> {
+  const pageSize = deps.pageSize ?? 1000;
+  const now = deps.now();
+  const cutoff = new Date(now.getTime() - deps.graceMs);
+  let enqueued = 0;
+  let after: { updatedAt: Date; messageId: string } | undefined;
+  for (;;) {
+    const page = await deps.db
+      .select({ messageId: messages.messageId, priority: messages.priority, nextAttemptAt: messages.nextAttemptAt, updatedAt: messages.updatedAt })
+      .from(messages)
+      .where(
+        and(
+          inArray(messages.status, ["accepted", "pending"]),
+          lt(messages.updatedAt, cutoff),
+          after
+            ? or(gt(messages.updatedAt, after.updatedAt), and(eq(messages.updatedAt, after.updatedAt), gt(messages.messageId, after.messageId)))
+            : undefined,
+        ),
+      )
+      .orderBy(asc(messages.updatedAt), asc(messages.messageId))
+      .limit(pageSize);
+    if (page.length === 0) return enqueued;
+
+    const client = (await deps.queue.client) as unknown as Redis;
+    const pipeline = client.pipeline();
+    for (const row of page) pipeline.exists(deps.queue.toKey(row.messageId));
+    const results = (await pipeline.exec()) ?? [];
+    for (const [index, row] of page.entries()) {
+      const [error, exists] = results[index] ?? [null, 1];
+      if (error || exists === 1) continue;
+      const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
+      await enqueueDelivery(deps.queue, { messageId: row.messageId, priority: row.priority, delayMs });
+      enqueued++;
+    }
+    const last = page[page.length - 1];
+    if (!last || page.length < pageSize) return enqueued;
+    after = { updatedAt: last.updatedAt, messageId: last.messageId };
+  }
+}
