@@ -1,6 +1,5 @@
 import { sql } from "drizzle-orm";
 import {
-
   bigserial,
   boolean,
   check,
@@ -49,7 +48,10 @@ export const apiKeys = pgTable(
     createdAt: timestamptz("created_at").notNull().defaultNow(),
     revokedAt: timestamptz("revoked_at"),
   },
-  (t) => [uniqueIndex("api_keys_key_hash_unique").on(t.keyHash), index("api_keys_organization_idx").on(t.organizationId)],
+  (t) => [
+    uniqueIndex("api_keys_key_hash_unique").on(t.keyHash),
+    index("api_keys_organization_idx").on(t.organizationId),
+  ],
 );
 
 /** The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). */
@@ -64,14 +66,15 @@ export const messageEvents = pgTable(
     data: jsonb("data").notNull(),
     occurredAt: timestamptz("occurred_at").notNull(),
     organizationId: uuid("organization_id").notNull(),
-    transactionId: xid8("transaction_id")
-      .notNull()
-      .default(sql`pg_current_xact_id()`),
+    transactionId: xid8("transaction_id").notNull().default(sql`pg_current_xact_id()`),
   },
   (t) => [
     unique("message_events_message_seq_unique").on(t.messageId, t.seq),
     check("message_events_seq_positive", sql`${t.seq} >= 1`),
-    check("message_events_type_valid", sql`${t.type} in ('accepted','pending','success','failed','rejected')`),
+    check(
+      "message_events_type_valid",
+      sql`${t.type} in ('accepted','pending','success','failed','rejected')`,
+    ),
   ],
 );
 
@@ -103,9 +106,7 @@ export const messages = pgTable(
   },
   (t) => [
     index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
-    index("messages_unfinished_idx")
-      .on(t.updatedAt)
-      .where(sql`${t.status} in ('accepted','pending')`),
+    index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
   ],
 );
 
@@ -119,7 +120,10 @@ export const idempotencyKeys = pgTable(
     messageId: uuid("message_id").notNull(),
     createdAt: timestamptz("created_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.organizationId, t.key] }), index("idempotency_keys_created_idx").on(t.createdAt)],
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.key] }),
+    index("idempotency_keys_created_idx").on(t.createdAt),
+  ],
 );
 
 /** The client-onboarding (encryption) service owns this schema; nothing else reads it. */
@@ -140,4 +144,3 @@ export const encryptionClients = encryption.table(
     uniqueIndex("clients_api_key_hash_unique").on(t.apiKeyHash),
   ],
 );
-

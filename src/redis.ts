@@ -8,7 +8,9 @@ import type { Logger } from "./logger.js";
  */
 export function createRedis(url: string, role: "api" | "worker", logger: Logger): Redis {
   const redis = new Redis(url, {
-    ...(role === "api" ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 } : { maxRetriesPerRequest: null }),
+    ...(role === "api"
+      ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 }
+      : { maxRetriesPerRequest: null }),
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
   });
   let lastLoggedAt = 0;

@@ -12,7 +12,11 @@ function main(): void {
   const config = loadConfig();
   assertWebConfig(config);
   const logger = createLogger({ level: config.LOG_LEVEL, name: "web" });
-  const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, connectTimeoutSeconds: 2 });
+  const { db, sql } = createDatabase({
+    url: config.DATABASE_URL,
+    poolSize: config.DATABASE_POOL_SIZE,
+    connectTimeoutSeconds: 2,
+  });
   const redis = createRedis(config.REDIS_URL, "api", logger);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));

@@ -58,12 +58,21 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   if (state.status === "accepted") {
     const organization = await findOrganization(db, state.message.organizationId);
     if (!organization?.active) {
-      await record(deps, state, { type: "reject_before_send", reason: "organization_inactive", now: deps.now() });
+      await record(deps, state, {
+        type: "reject_before_send",
+        reason: "organization_inactive",
+        now: deps.now(),
+      });
       return undefined;
     }
   }
 
-  const start = decide(state, { type: "start_attempt", now: deps.now(), policy: deps.policy, random: deps.random() });
+  const start = decide(state, {
+    type: "start_attempt",
+    now: deps.now(),
+    policy: deps.policy,
+    random: deps.random(),
+  });
   if (!("events" in start)) {
     if (start.refused === "not_due") return Date.parse(start.dueAt);
     if (start.refused === "already_final") return undefined;
@@ -73,8 +82,21 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   if (state.status !== "pending" || !state.attemptInFlight) return undefined;
 
   const { message, attempts } = state;
-  const outcome = await sendSafely(deps.provider, { messageId, to: message.recipient, from: message.sender, body: message.body, attempt: attempts });
-  state = await record(deps, state, { type: "record_outcome", attempt: attempts, outcome, now: deps.now(), policy: deps.policy, random: deps.random() });
+  const outcome = await sendSafely(deps.provider, {
+    messageId,
+    to: message.recipient,
+    from: message.sender,
+    body: message.body,
+    attempt: attempts,
+  });
+  state = await record(deps, state, {
+    type: "record_outcome",
+    attempt: attempts,
+    outcome,
+    now: deps.now(),
+    policy: deps.policy,
+    random: deps.random(),
+  });
   logger.debug({ messageId, attempt: attempts, status: state.status }, "delivery attempt recorded");
   return state.status === "pending" && state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : undefined;
 }
@@ -88,11 +110,18 @@ async function record(deps: DeliverDeps, state: MessageState, command: Command):
 }
 
 /** A provider must not throw; if one does anyway, that is a transient failure, not a crash. */
-async function sendSafely(provider: SmsProvider, message: Parameters<SmsProvider["send"]>[0]): Promise<DeliveryOutcome> {
+async function sendSafely(
+  provider: SmsProvider,
+  message: Parameters<SmsProvider["send"]>[0],
+): Promise<DeliveryOutcome> {
   try {
     return await provider.send(message);
   } catch (error) {
     const text = error instanceof Error ? error.message : String(error);
-    return { ok: false, provider: provider.name, error: { class: "transient", code: "provider_exception", message: text } };
+    return {
+      ok: false,
+      provider: provider.name,
+      error: { class: "transient", code: "provider_exception", message: text },
+    };
   }
 }

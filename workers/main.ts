@@ -23,7 +23,11 @@ async function main(): Promise<void> {
   const processor = createDeliveryProcessor({
     db,
     provider: createSmsProvider(config),
-    policy: { maxAttempts: config.MAX_DELIVERY_ATTEMPTS, baseDelayMs: config.RETRY_BASE_DELAY_MS, maxDelayMs: config.RETRY_MAX_DELAY_MS },
+    policy: {
+      maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
+      baseDelayMs: config.RETRY_BASE_DELAY_MS,
+      maxDelayMs: config.RETRY_MAX_DELAY_MS,
+    },
     logger,
     now: () => new Date(),
     random: Math.random,
@@ -36,7 +40,9 @@ async function main(): Promise<void> {
     maxStalledCount: 10,
   });
   worker.on("error", (error) => logger.error({ err: error }, "worker error"));
-  worker.on("failed", (job, error) => logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed"));
+  worker.on("failed", (job, error) =>
+    logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed"),
+  );
 
   let sweeping: Promise<unknown> = Promise.resolve();
   const sweepTimer = setInterval(() => {
@@ -45,7 +51,10 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"));
   }, config.SWEEP_INTERVAL_MS);
 
-  logger.info({ concurrency: config.WORKER_CONCURRENCY, provider: config.SMS_PROVIDER }, "delivery worker started");
+  logger.info(
+    { concurrency: config.WORKER_CONCURRENCY, provider: config.SMS_PROVIDER },
+    "delivery worker started",
+  );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     clearInterval(sweepTimer);

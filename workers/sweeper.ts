@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
+import { and, asc, eq, gt, inArray, lt, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
-import { and, asc, gt, inArray, lt, or, eq } from "drizzle-orm";
 import type { Database } from "../db/client.js";
 import { messages } from "../db/schema.js";
 import { type DeliveryJobData, enqueueDelivery } from "../src/messages/delivery-queue.js";
@@ -28,14 +28,22 @@ export async function sweep(deps: SweepDeps): Promise<number> {
   let after: { updatedAt: Date; messageId: string } | undefined;
   for (;;) {
     const page = await deps.db
-      .select({ messageId: messages.messageId, priority: messages.priority, nextAttemptAt: messages.nextAttemptAt, updatedAt: messages.updatedAt })
+      .select({
+        messageId: messages.messageId,
+        priority: messages.priority,
+        nextAttemptAt: messages.nextAttemptAt,
+        updatedAt: messages.updatedAt,
+      })
       .from(messages)
       .where(
         and(
           inArray(messages.status, ["accepted", "pending"]),
           lt(messages.updatedAt, cutoff),
           after
-            ? or(gt(messages.updatedAt, after.updatedAt), and(eq(messages.updatedAt, after.updatedAt), gt(messages.messageId, after.messageId)))
+            ? or(
+                gt(messages.updatedAt, after.updatedAt),
+                and(eq(messages.updatedAt, after.updatedAt), gt(messages.messageId, after.messageId)),
+              )
             : undefined,
         ),
       )

@@ -114,7 +114,8 @@ export function isTerminal(status: MessageState["status"]): boolean {
 
 /** Folds one event into the state. Throws on an event the transition table does not allow. */
 export function evolve(state: MessageState, event: MessageEvent): MessageState {
-  if (!TRANSITIONS[state.status].includes(event.type)) throw new IllegalTransitionError(state.status, event.type);
+  if (!TRANSITIONS[state.status].includes(event.type))
+    throw new IllegalTransitionError(state.status, event.type);
   if (event.type === "accepted") {
     return {
       status: "accepted",
@@ -138,7 +139,13 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
   switch (event.type) {
     case "pending":
       return event.data.kind === "attempt_started"
-        ? { ...known, status: "pending", attempts: event.data.attempt, attemptInFlight: true, nextAttemptAt: null }
+        ? {
+            ...known,
+            status: "pending",
+            attempts: event.data.attempt,
+            attemptInFlight: true,
+            nextAttemptAt: null,
+          }
         : { ...known, status: "pending", attemptInFlight: false, nextAttemptAt: event.data.retryAt };
     case "success":
       return { ...known, status: "success", deliveredAt: event.occurredAt };
@@ -162,7 +169,14 @@ export type Command =
   /** Pre-send check refused the message (e.g. its organization was deactivated). */
   | { type: "reject_before_send"; reason: RejectedReason; now: Date }
   | { type: "start_attempt"; now: Date; policy: RetryPolicy; random: number }
-  | { type: "record_outcome"; attempt: number; outcome: DeliveryOutcome; now: Date; policy: RetryPolicy; random: number };
+  | {
+      type: "record_outcome";
+      attempt: number;
+      outcome: DeliveryOutcome;
+      now: Date;
+      policy: RetryPolicy;
+      random: number;
+    };
 
 /** Why a command produced no events; the caller decides what that means (usually: nothing to do). */
 export type Refusal =
@@ -181,10 +195,13 @@ export function decide(state: MessageState, command: Command): Decision {
     case "accept":
       if (state.status !== "initial") return { refused: "illegal", reason: "message already accepted" };
       return {
-        events: [{ type: "accepted", retryCount: 0, occurredAt: command.now.toISOString(), data: command.message }],
+        events: [
+          { type: "accepted", retryCount: 0, occurredAt: command.now.toISOString(), data: command.message },
+        ],
       };
     case "reject_before_send":
-      if (state.status !== "accepted") return { refused: "illegal", reason: `cannot reject a ${state.status} message before sending` };
+      if (state.status !== "accepted")
+        return { refused: "illegal", reason: `cannot reject a ${state.status} message before sending` };
       return {
         events: [
           {
@@ -209,13 +226,24 @@ export function decide(state: MessageState, command: Command): Decision {
 function startAttempt(state: MessageState, command: Extract<Command, { type: "start_attempt" }>): Decision {
   const now = command.now.toISOString();
   if (state.status === "accepted") {
-    const started: MessageEvent = { type: "pending", retryCount: 0, occurredAt: now, data: { kind: "attempt_started", attempt: 1 } };
+    const started: MessageEvent = {
+      type: "pending",
+      retryCount: 0,
+      occurredAt: now,
+      data: { kind: "attempt_started", attempt: 1 },
+    };
     if (command.now.getTime() >= Date.parse(state.message.expiresAt)) {
-      return { events: [started, { type: "failed", retryCount: 0, occurredAt: now, data: { reason: "ttl_expired", attempt: 1 } }] };
+      return {
+        events: [
+          started,
+          { type: "failed", retryCount: 0, occurredAt: now, data: { reason: "ttl_expired", attempt: 1 } },
+        ],
+      };
     }
     return { events: [started] };
   }
-  if (state.status !== "pending") return { refused: "illegal", reason: `cannot start an attempt on a ${state.status} message` };
+  if (state.status !== "pending")
+    return { refused: "illegal", reason: `cannot start an attempt on a ${state.status} message` };
 
   if (state.attemptInFlight) {
     // The previous attempt started but its outcome was never recorded (the worker died, or Redis
@@ -226,26 +254,32 @@ function startAttempt(state: MessageState, command: Extract<Command, { type: "st
       code: "attempt_interrupted",
       message: "the previous attempt ended without a recorded outcome",
     };
+    // Retry at once (no backoff): the interrupted attempt already waited its turn.
     const afterInterruption = recordOutcome(state, {
       type: "record_outcome",
       attempt: state.attempts,
       outcome: { ok: false, provider: "unknown", error: interrupted },
       now: command.now,
-      policy: command.policy,
+      policy: { ...command.policy, baseDelayMs: 0 },
       random: 0,
     });
     if (!("events" in afterInterruption)) return afterInterruption;
-    const [first] = afterInterruption.events;
-    if (first?.type !== "pending") return afterInterruption; // failed: no further attempt
-    // Retry at once: the interrupted attempt already waited its turn.
-    const retryNow: MessageEvent = { ...first, data: { ...first.data, retryAt: now } as typeof first.data };
+    const [retryNow] = afterInterruption.events;
+    if (retryNow?.type !== "pending") return afterInterruption; // failed: no further attempt
     const next = startAttempt(evolve(state, retryNow), command);
     return "events" in next ? { events: [retryNow, ...next.events] } : next;
   }
 
   if (command.now.getTime() >= Date.parse(state.message.expiresAt)) {
     return {
-      events: [{ type: "failed", retryCount: state.retryCount, occurredAt: now, data: { reason: "ttl_expired", attempt: state.attempts } }],
+      events: [
+        {
+          type: "failed",
+          retryCount: state.retryCount,
+          occurredAt: now,
+          data: { reason: "ttl_expired", attempt: state.attempts },
+        },
+      ],
     };
   }
   if (state.nextAttemptAt && command.now.getTime() < Date.parse(state.nextAttemptAt)) {
@@ -253,7 +287,12 @@ function startAttempt(state: MessageState, command: Extract<Command, { type: "st
   }
   return {
     events: [
-      { type: "pending", retryCount: state.retryCount, occurredAt: now, data: { kind: "attempt_started", attempt: state.attempts + 1 } },
+      {
+        type: "pending",
+        retryCount: state.retryCount,
+        occurredAt: now,
+        data: { kind: "attempt_started", attempt: state.attempts + 1 },
+      },
     ],
   };
 }
@@ -267,21 +306,46 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
   const base = { retryCount: state.retryCount, occurredAt: now };
   if (outcome.ok) {
     return {
-      events: [{ type: "success", ...base, data: { attempt: command.attempt, provider: outcome.provider, providerMessageId: outcome.providerMessageId } }],
+      events: [
+        {
+          type: "success",
+          ...base,
+          data: {
+            attempt: command.attempt,
+            provider: outcome.provider,
+            providerMessageId: outcome.providerMessageId,
+          },
+        },
+      ],
     };
   }
   const { error } = outcome;
   switch (error.class) {
     case "rejected":
-      return { events: [{ type: "rejected", ...base, data: { reason: "recipient_refused", attempt: command.attempt, error } }] };
+      return {
+        events: [
+          {
+            type: "rejected",
+            ...base,
+            data: { reason: "recipient_refused", attempt: command.attempt, error },
+          },
+        ],
+      };
     case "permanent":
-      return { events: [{ type: "failed", ...base, data: { reason: "permanent_error", attempt: command.attempt, error } }] };
+      return {
+        events: [
+          { type: "failed", ...base, data: { reason: "permanent_error", attempt: command.attempt, error } },
+        ],
+      };
     case "transient": {
       const fail = (reason: FailedReason): Decision => ({
         events: [{ type: "failed", ...base, data: { reason, attempt: command.attempt, error } }],
       });
-      if (!state.message.retryEnabled) return fail(error.code === "attempt_interrupted" ? "outcome_unknown" : "retries_disabled");
-      if (state.attempts >= command.policy.maxAttempts) return fail("retries_exhausted");
+      // Out of attempts after an interruption, the provider may well have sent it: say so.
+      const interrupted = error.code === "attempt_interrupted";
+      if (!state.message.retryEnabled) return fail(interrupted ? "outcome_unknown" : "retries_disabled");
+      if (state.attempts >= command.policy.maxAttempts)
+        return fail(interrupted ? "outcome_unknown" : "retries_exhausted");
       const delay = retryDelayMs(command.policy, state.retryCount + 1, command.random, error.retryAfterMs);
       const retryAt = command.now.getTime() + delay;
       if (retryAt >= Date.parse(state.message.expiresAt)) return fail("ttl_expired");
@@ -291,7 +355,12 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
             type: "pending",
             retryCount: state.retryCount + 1,
             occurredAt: now,
-            data: { kind: "retry_scheduled", attempt: command.attempt, error, retryAt: new Date(retryAt).toISOString() },
+            data: {
+              kind: "retry_scheduled",
+              attempt: command.attempt,
+              error,
+              retryAt: new Date(retryAt).toISOString(),
+            },
           },
         ],
       };

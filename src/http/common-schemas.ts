@@ -5,7 +5,10 @@ import { NOTIFICATION_TYPES } from "../domain/priority.js";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const uuidParam = (name: string) =>
-  z.string().regex(UUID, `${name} must be a UUID`).transform((v) => v.toLowerCase());
+  z
+    .string()
+    .regex(UUID, `${name} must be a UUID`)
+    .transform((v) => v.toLowerCase());
 
 export const productIdParam = z
   .string()
@@ -17,7 +20,10 @@ export const phoneNumber = z.string({ error: "must be a string" }).transform((va
   const candidate = /^\d{8,15}$/.test(trimmed) ? `+${trimmed}` : trimmed;
   const parsed = parsePhoneNumberFromString(candidate);
   if (!parsed?.isValid()) {
-    ctx.addIssue({ code: "custom", message: "must be a valid phone number in international format, e.g. +14155550100" });
+    ctx.addIssue({
+      code: "custom",
+      message: "must be a valid phone number in international format, e.g. +14155550100",
+    });
     return z.NEVER;
   }
   return parsed.number;
@@ -34,7 +40,8 @@ export const smsSender = z.string({ error: "must be a string" }).transform((valu
   if (parsed?.isValid()) return parsed.number;
   ctx.addIssue({
     code: "custom",
-    message: "must be an alphanumeric sender id (1-11 letters, digits or spaces, at least one letter), a short code, or an E.164 number",
+    message:
+      "must be an alphanumeric sender id (1-11 letters, digits or spaces, at least one letter), a short code, or an E.164 number",
   });
   return z.NEVER;
 });
@@ -53,4 +60,3 @@ export const dryRunQuery = z
   .enum(["true", "false"], { error: "dry_run must be true or false" })
   .optional()
   .transform((v) => v === "true");
-

@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Logger } from "pino";
 import { z } from "zod";
+import { postgresError } from "../../db/errors.js";
 
 /** The one error type handlers throw; `onError` turns it into `{ "error": message }`. */
 export class ApiError extends Error {
@@ -17,10 +18,9 @@ export class ApiError extends Error {
 
 /** Postgres is unreachable or refusing connections: the client should come back shortly. */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  if (!error || typeof error !== "object") return false;
-  const code = (error as { code?: unknown }).code;
+  const code = postgresError(error)?.code;
   return (
-    typeof code === "string" &&
+    code !== undefined &&
     [
       "ECONNREFUSED",
       "ECONNRESET",
@@ -50,7 +50,12 @@ export function describeZodError(error: z.ZodError): string {
     .join("; ");
 }
 
-export function errorResponse(c: Context, status: ContentfulStatusCode, message: string, headers: Record<string, string> = {}) {
+export function errorResponse(
+  c: Context,
+  status: ContentfulStatusCode,
+  message: string,
+  headers: Record<string, string> = {},
+) {
   for (const [name, value] of Object.entries(headers)) c.header(name, value);
   return c.json({ error: message }, status);
 }

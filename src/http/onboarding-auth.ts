@@ -10,7 +10,9 @@ export function onboardingAuth(token: string | undefined): MiddlewareHandler<App
       const header = c.req.header("authorization") ?? "";
       const match = /^Bearer (.+)$/i.exec(header);
       if (!match?.[1] || !secretsEqual(match[1], token)) {
-        throw new ApiError(401, "Missing or invalid onboarding token", { "WWW-Authenticate": 'Bearer realm="onboarding"' });
+        throw new ApiError(401, "Missing or invalid onboarding token", {
+          "WWW-Authenticate": 'Bearer realm="onboarding"',
+        });
       }
     }
     await next();

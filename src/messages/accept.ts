@@ -65,19 +65,30 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
     if (idempotency) {
       const claimed = await tx
         .insert(idempotencyKeys)
-        .values({ organizationId: content.organizationId, key: idempotency.key, requestHash: idempotency.requestHash, messageId, createdAt: now })
+        .values({
+          organizationId: content.organizationId,
+          key: idempotency.key,
+          requestHash: idempotency.requestHash,
+          messageId,
+          createdAt: now,
+        })
         .onConflictDoUpdate({
           target: [idempotencyKeys.organizationId, idempotencyKeys.key],
           set: { requestHash: idempotency.requestHash, messageId, createdAt: now },
           // An expired key may be reused; a live one is answered from what it recorded.
-          setWhere: sql`${idempotencyKeys.createdAt} < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS)}`,
+          setWhere: sql`${idempotencyKeys.createdAt} < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`,
         })
         .returning({ messageId: idempotencyKeys.messageId });
       if (claimed.length === 0) {
         const [existing] = await tx
           .select({ requestHash: idempotencyKeys.requestHash, messageId: idempotencyKeys.messageId })
           .from(idempotencyKeys)
-          .where(and(eq(idempotencyKeys.organizationId, content.organizationId), eq(idempotencyKeys.key, idempotency.key)));
+          .where(
+            and(
+              eq(idempotencyKeys.organizationId, content.organizationId),
+              eq(idempotencyKeys.key, idempotency.key),
+            ),
+          );
         if (!existing) throw new Error("idempotency key vanished while held");
         return existing.requestHash === idempotency.requestHash
           ? { outcome: "replayed", messageId: existing.messageId }

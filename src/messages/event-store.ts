@@ -1,5 +1,6 @@
 import { asc, eq, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
+import { isUniqueViolation } from "../../db/errors.js";
 import { messageEvents, messages } from "../../db/schema.js";
 import { fold, type MessageEvent, type MessageState } from "../domain/message.js";
 import { toMessageRow } from "./projection.js";
@@ -11,11 +12,14 @@ export class ConcurrencyError extends Error {
   }
 }
 
-const UNIQUE_VIOLATION = "23505";
-
 export async function loadEvents(db: Executor, messageId: string): Promise<MessageEvent[]> {
   const rows = await db
-    .select({ type: messageEvents.type, retryCount: messageEvents.retryCount, occurredAt: messageEvents.occurredAt, data: messageEvents.data })
+    .select({
+      type: messageEvents.type,
+      retryCount: messageEvents.retryCount,
+      occurredAt: messageEvents.occurredAt,
+      data: messageEvents.data,
+    })
     .from(messageEvents)
     .where(eq(messageEvents.messageId, messageId))
     .orderBy(asc(messageEvents.seq));
@@ -31,7 +35,11 @@ export async function loadMessage(db: Executor, messageId: string): Promise<Mess
  * projection in the same transaction, so the record is never behind its events. Call it inside
  * a transaction. Returns the new state.
  */
-export async function appendEvents(tx: Executor, state: MessageState, events: readonly MessageEvent[]): Promise<MessageState> {
+export async function appendEvents(
+  tx: Executor,
+  state: MessageState,
+  events: readonly MessageEvent[],
+): Promise<MessageState> {
   if (events.length === 0) return state;
   const next = fold(events, state);
   if (next.status === "initial") throw new Error("unreachable: events fold to a known message");
@@ -49,7 +57,7 @@ export async function appendEvents(tx: Executor, state: MessageState, events: re
       })),
     );
   } catch (error) {
-    if ((error as { code?: string }).code === UNIQUE_VIOLATION) throw new ConcurrencyError(messageId);
+    if (isUniqueViolation(error)) throw new ConcurrencyError(messageId);
     throw error;
   }
   const row = toMessageRow(next);
@@ -57,6 +65,10 @@ export async function appendEvents(tx: Executor, state: MessageState, events: re
   await tx
     .insert(messages)
     .values(row)
-    .onConflictDoUpdate({ target: messages.messageId, set: changes, setWhere: sql`${messages.version} < ${row.version}` });
+    .onConflictDoUpdate({
+      target: messages.messageId,
+      set: changes,
+      setWhere: sql`${messages.version} < ${row.version}`,
+    });
   return next;
 }

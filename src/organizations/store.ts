@@ -1,6 +1,7 @@
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { v7 as uuidv7 } from "uuid";
 import type { Executor } from "../../db/client.js";
+import { isUniqueViolation, postgresError } from "../../db/errors.js";
 import { apiKeys, organizations } from "../../db/schema.js";
 import { generateApiKey, hashApiKey, keyPrefix } from "../api-keys.js";
 
@@ -20,8 +21,6 @@ export class DuplicateOrganizationError extends Error {
     super(`an organization named "${organizationName}" already exists under this product`);
   }
 }
-
-const UNIQUE_VIOLATION = "23505";
 
 /**
  * Creates organizations and one API key each, all or nothing. Run it inside a transaction:
@@ -51,10 +50,12 @@ export async function createOrganizations(
     await tx.insert(organizations).values(created.map(({ apiKey: _key, ...org }) => org));
   } catch (error) {
     // A concurrent request took the name between our check and our insert.
-    if ((error as { code?: string }).code === UNIQUE_VIOLATION) {
-      const detail = String((error as { detail?: string }).detail ?? "");
+    if (isUniqueViolation(error)) {
+      const detail = postgresError(error)?.detail ?? "";
       const lowered = /\)=\(.*?, (.*)\) already exists/.exec(detail)?.[1];
-      throw new DuplicateOrganizationError(entries.find((e) => e.name.toLowerCase() === lowered)?.name ?? lowered ?? "");
+      throw new DuplicateOrganizationError(
+        entries.find((e) => e.name.toLowerCase() === lowered)?.name ?? lowered ?? "",
+      );
     }
     throw error;
   }
@@ -90,9 +91,17 @@ export async function findKeyOwner(db: Executor, keyHash: string): Promise<KeyOw
   return rows[0];
 }
 
-export async function findOrganization(db: Executor, organizationId: string): Promise<Organization | undefined> {
+export async function findOrganization(
+  db: Executor,
+  organizationId: string,
+): Promise<Organization | undefined> {
   const rows = await db
-    .select({ id: organizations.id, productId: organizations.productId, name: organizations.name, active: organizations.active })
+    .select({
+      id: organizations.id,
+      productId: organizations.productId,
+      name: organizations.name,
+      active: organizations.active,
+    })
     .from(organizations)
     .where(eq(organizations.id, organizationId))
     .limit(1);

@@ -16,7 +16,14 @@ const body = z.strictObject({
           .max(100, "must be at most 100 characters"),
         active: z.boolean({ error: "must be true or false" }).default(true),
       }),
-      { error: (issue) => (issue.input === undefined ? "is required" : "must be an array") },
+      {
+        error: (issue) =>
+          issue.code === "invalid_type"
+            ? issue.input === undefined
+              ? "is required"
+              : "must be an array"
+            : undefined,
+      },
     )
     .min(1, "must list at least one organization")
     .max(100, "must list at most 100 organizations"),
@@ -32,19 +39,31 @@ export const onboardOrganizations: Route = {
 
     const seen = new Set<string>();
     for (const { name } of organizations) {
-      if (seen.has(name.toLowerCase())) throw new ApiError(409, `Organization name "${name}" appears more than once in the request`);
+      if (seen.has(name.toLowerCase()))
+        throw new ApiError(409, `Organization name "${name}" appears more than once in the request`);
       seen.add(name.toLowerCase());
     }
 
     try {
       const created = await deps.db.transaction((tx) => createOrganizations(tx, productId, organizations));
       return c.json(
-        { organizations: created.map((o) => ({ active: o.active, apiKey: o.apiKey, id: o.id, name: o.name, product_id: o.productId })) },
+        {
+          organizations: created.map((o) => ({
+            active: o.active,
+            apiKey: o.apiKey,
+            id: o.id,
+            name: o.name,
+            product_id: o.productId,
+          })),
+        },
         201,
       );
     } catch (error) {
       if (error instanceof DuplicateOrganizationError) {
-        throw new ApiError(409, `An organization named "${error.organizationName}" already exists under product ${productId}`);
+        throw new ApiError(
+          409,
+          `An organization named "${error.organizationName}" already exists under product ${productId}`,
+        );
       }
       throw error;
     }

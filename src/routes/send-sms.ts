@@ -1,10 +1,16 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { acceptMessage } from "../messages/accept.js";
-import { dryRunQuery, idempotencyKeyHeader, notificationType, phoneNumber, smsSender } from "../http/common-schemas.js";
+import {
+  dryRunQuery,
+  idempotencyKeyHeader,
+  notificationType,
+  phoneNumber,
+  smsSender,
+} from "../http/common-schemas.js";
 import { ApiError } from "../http/errors.js";
 import { parseJsonBody, parseParams } from "../http/json-body.js";
 import type { Route } from "../http/types.js";
+import { acceptMessage } from "../messages/accept.js";
 
 const body = z.strictObject({
   payload: z.strictObject(
@@ -16,7 +22,14 @@ const body = z.strictObject({
         .refine((v) => v.trim().length > 0, "must not be empty"),
       sender: smsSender.optional(),
     },
-    { error: (issue) => (issue.input === undefined ? "is required" : "must be an object") },
+    {
+      error: (issue) =>
+        issue.code === "invalid_type"
+          ? issue.input === undefined
+            ? "is required"
+            : "must be an object"
+          : undefined,
+    },
   ),
   retry_enabled: z.boolean({ error: "must be true or false" }).default(true),
   notification_type: notificationType.optional(),
@@ -30,7 +43,8 @@ export const sendSms: Route = {
     const dryRun = parseParams(dryRunQuery, c.req.query("dry_run"));
     const idempotencyKey = parseParams(idempotencyKeyHeader, c.req.header("idempotency-key"));
     const request = await parseJsonBody(c, body);
-    if (dryRun) return c.json({ message: "SMS notification is valid; nothing was stored or sent (dry run)" }, 200);
+    if (dryRun)
+      return c.json({ message: "SMS notification is valid; nothing was stored or sent (dry run)" }, 200);
 
     const normalised = {
       channel: "sms" as const,
@@ -44,7 +58,10 @@ export const sendSms: Route = {
       ...normalised,
       organization: c.get("organization"),
       idempotency: idempotencyKey
-        ? { key: idempotencyKey, requestHash: createHash("sha256").update(JSON.stringify(normalised)).digest("hex") }
+        ? {
+            key: idempotencyKey,
+            requestHash: createHash("sha256").update(JSON.stringify(normalised)).digest("hex"),
+          }
         : undefined,
     });
     switch (result.outcome) {
