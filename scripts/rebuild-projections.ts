@@ -7,7 +7,9 @@ const config = loadConfig();
 const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 2 });
 const started = Date.now();
 rebuildProjections(db)
-  .then((count) => console.log(`rebuilt ${count} message records from their events in ${Date.now() - started} ms`))
+  .then((count) =>
+    console.log(`rebuilt ${count} message records from their events in ${Date.now() - started} ms`),
+  )
   .catch((error: unknown) => {
     console.error("rebuild failed:", error);
     process.exitCode = 1;

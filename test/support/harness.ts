@@ -7,7 +7,11 @@ import { inject } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { createApp } from "../../src/app.js";
 import { type Config, loadConfig } from "../../src/config.js";
-import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/messages/delivery-queue.js";
+import {
+  createDeliveryQueue,
+  DELIVERY_QUEUE,
+  type DeliveryJobData,
+} from "../../src/messages/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
 import type { SmsProvider } from "../../workers/providers/sms-provider.js";
@@ -47,7 +51,11 @@ export function createHarness(env: Record<string, string> = {}) {
       const processor = createDeliveryProcessor({
         db,
         provider: options.provider ?? new SimulatorSmsProvider({ rateLimitRetryAfterMs: 50 }),
-        policy: { maxAttempts: config.MAX_DELIVERY_ATTEMPTS, baseDelayMs: config.RETRY_BASE_DELAY_MS, maxDelayMs: config.RETRY_MAX_DELAY_MS },
+        policy: {
+          maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
+          baseDelayMs: config.RETRY_BASE_DELAY_MS,
+          maxDelayMs: config.RETRY_MAX_DELAY_MS,
+        },
         logger: silentLogger,
         now: () => new Date(),
         random: Math.random,
@@ -62,10 +70,12 @@ export function createHarness(env: Record<string, string> = {}) {
       return worker;
     },
     async close() {
-      await Promise.all(workers.map(async (w) => {
-        await w.close();
-        (await w.client).disconnect();
-      }));
+      await Promise.all(
+        workers.map(async (w) => {
+          await w.close();
+          (await w.client).disconnect();
+        }),
+      );
       await queue.obliterate({ force: true }).catch(() => {});
       await queue.close();
       redis.disconnect();
@@ -81,21 +91,37 @@ export function uniqueProduct(): string {
   return `prod-${randomUUID().slice(0, 12)}`;
 }
 
-export async function onboard(harness: Harness, options: { productId?: string; name?: string; active?: boolean } = {}) {
+export async function onboard(
+  harness: Harness,
+  options: { productId?: string; name?: string; active?: boolean } = {},
+) {
   const productId = options.productId ?? uniqueProduct();
   const response = await harness.app.request(`/api/v1/onboarding/organizations/${productId}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ organizations: [{ name: options.name ?? `Org ${randomUUID().slice(0, 8)}`, active: options.active ?? true }] }),
+    body: JSON.stringify({
+      organizations: [
+        { name: options.name ?? `Org ${randomUUID().slice(0, 8)}`, active: options.active ?? true },
+      ],
+    }),
   });
-  if (response.status !== 201) throw new Error(`onboarding failed: ${response.status} ${await response.text()}`);
-  const { organizations } = (await response.json()) as { organizations: Array<{ id: string; apiKey: string; name: string; product_id: string; active: boolean }> };
+  if (response.status !== 201)
+    throw new Error(`onboarding failed: ${response.status} ${await response.text()}`);
+  const { organizations } = (await response.json()) as {
+    organizations: Array<{ id: string; apiKey: string; name: string; product_id: string; active: boolean }>;
+  };
   const [organization] = organizations;
   if (!organization) throw new Error("onboarding returned no organization");
   return { ...organization, productId };
 }
 
-export function sendSms(harness: Harness, apiKey: string, body: unknown, headers: Record<string, string> = {}, query = "") {
+export function sendSms(
+  harness: Harness,
+  apiKey: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  query = "",
+) {
   return harness.app.request(`/api/v1/notifications/sms${query}`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-api-key": apiKey, ...headers },
@@ -108,7 +134,11 @@ export function getMessage(harness: Harness, apiKey: string, messageId: string) 
 }
 
 /** Polls until `check` returns a value, or fails after `timeoutMs`. No fixed sleeps. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = "condition"): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 10_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

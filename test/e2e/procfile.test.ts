@@ -1,0 +1,102 @@
+import { randomUUID } from "node:crypto";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { eventually } from "../support/harness.js";
+import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../support/processes.js";
+
+/**
+ * The Procfile's processes, built and run exactly as written, against a database that does not
+ * exist yet: release creates and migrates it, then web and worker deliver what the API accepts.
+ */
+const databaseUrl = (() => {
+  const url = new URL(inject("databaseUrl"));
+  url.pathname = `/ntf_e2e_${randomUUID().slice(0, 8)}`;
+  return url.toString();
+})();
+const processes: RunningProcess[] = [];
+let base = "";
+let env: Record<string, string> = {};
+
+beforeAll(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  env = {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    PORT: String(port),
+    QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
+    RETRY_BASE_DELAY_MS: "20",
+    LOG_LEVEL: "warn",
+  };
+  const commands = procfile();
+  const release = runProcess(commands.release ?? "missing-release", env);
+  expect(await release.exited, release.output()).toBe(0);
+  processes.push(
+    runProcess(commands.web ?? "missing-web", env),
+    runProcess(commands.worker ?? "missing-worker", env),
+  );
+  await waitForHttp(`${base}/healthz`);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(processes.map((p) => p.stop("SIGKILL")));
+  const admin = new URL(databaseUrl);
+  admin.pathname = "/postgres";
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  await sql.unsafe(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
+  await sql.end();
+});
+
+async function json(response: Response) {
+  return (await response.json()) as Record<string, unknown>;
+}
+
+describe("the Procfile's processes", () => {
+  it("onboard, accept and deliver every kind of simulator outcome", async () => {
+    const onboarded = await fetch(`${base}/api/v1/onboarding/organizations/e2e-product`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ organizations: [{ name: "E2E", active: true }] }),
+    });
+    expect(onboarded.status).toBe(201);
+    const { organizations } = (await onboarded.json()) as { organizations: Array<{ apiKey: string }> };
+    const apiKey = organizations[0]?.apiKey ?? "";
+
+    const expected: Array<[string, string, number]> = [
+      ["+14155550100", "success", 0],
+      ["+15005550501", "success", 1],
+      ["+15005550001", "rejected", 0],
+      ["+15005550500", "failed", 4],
+    ];
+    const ids = await Promise.all(
+      expected.map(async ([to]) => {
+        const response = await fetch(`${base}/api/v1/notifications/sms`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": apiKey },
+          body: JSON.stringify({ payload: { to, body: "hello", sender: "E2E" }, notification_type: "OTP" }),
+        });
+        expect(response.status).toBe(202);
+        return (await json(response)).request_id as string;
+      }),
+    );
+    for (const [index, [, status, retries]] of expected.entries()) {
+      const record = await eventually(
+        async () => {
+          const response = await fetch(`${base}/api/v1/messages/${ids[index]}`, {
+            headers: { "x-api-key": apiKey },
+          });
+          const body = await json(response);
+          return body.status === status ? body : undefined;
+        },
+        15_000,
+        `message ${index} to reach ${status}`,
+      );
+      expect(record.retry_count).toBe(retries);
+    }
+  });
+
+  it("web and worker exit cleanly on SIGTERM", async () => {
+    const codes = await Promise.all(processes.map((p) => p.stop("SIGTERM")));
+    expect(codes).toEqual([0, 0]);
+  });
+});

@@ -1,0 +1,73 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+
+const root = join(import.meta.dirname, "..", "..");
+
+/** The Procfile's process types and their commands, exactly as written there. */
+export function procfile(): Record<string, string> {
+  const lines = readFileSync(join(root, "Procfile"), "utf8").split("\n");
+  const entries = lines.map((line) => /^([a-z]+):\s*(.+)$/.exec(line.trim())).filter((m) => m !== null);
+  return Object.fromEntries(entries.map((m) => [m[1], m[2]]));
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+export interface RunningProcess {
+  child: ChildProcess;
+  output: () => string;
+  /** Sends a signal and resolves with the exit code once the process is gone. */
+  stop: (signal?: NodeJS.Signals) => Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Runs a Procfile command through the shell, as a platform would, from the project root. */
+export function runProcess(command: string, env: Record<string, string>): RunningProcess {
+  const child = spawn("sh", ["-c", `exec ${command}`], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return {
+    child,
+    output: () => output,
+    exited,
+    stop: async (signal = "SIGTERM") => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const response = await fetch(url);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
