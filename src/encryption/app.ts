@@ -1,0 +1,37 @@
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { requestId } from "hono/request-id";
+import { errorResponse, handleError } from "../http/errors.js";
+import { MAX_BODY_BYTES } from "../http/json-body.js";
+import { ONBOARD_PATH, onboardClient } from "./onboard.js";
+import { rateLimitByClient } from "./rate-limit.js";
+import type { EncryptionDeps, EncryptionEnv } from "./types.js";
+
+/** Builds the client-onboarding service. No I/O happens here: connections come in through `deps`. */
+export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
+  const app = new Hono<EncryptionEnv>();
+
+  app.use(requestId({ headerName: "X-Request-Id", limitLength: 200 }));
+  app.use(
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) => errorResponse(c, 413, `Request body must be at most ${MAX_BODY_BYTES / 1024} KiB`),
+    }),
+  );
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  app.post(
+    ONBOARD_PATH,
+    rateLimitByClient({
+      limit: deps.config.ONBOARD_RATE_LIMIT,
+      windowMs: deps.config.ONBOARD_RATE_WINDOW_MS,
+      clientKey: deps.clientIp,
+    }),
+    (c) => onboardClient(c, deps),
+  );
+
+  app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
+  app.onError(handleError(deps.logger));
+  return app;
+}
