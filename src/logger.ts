@@ -1,12 +1,36 @@
+import { DrizzleQueryError } from "drizzle-orm/errors";
 import pino, { type Logger } from "pino";
 
 export type { Logger };
 
-/** Structured JSON logs. Secrets are redacted wherever they might appear in a logged object. */
+/**
+ * What of an error may be logged. drizzle wraps a failed query in an error whose message holds
+ * the query's parameters (phone numbers, message bodies, e-mail addresses), and Postgres quotes
+ * offending values in its own messages; so for database errors only the driver's error is kept,
+ * with quoted values that are not plain identifiers (constraint or column names) redacted.
+ */
+export function loggableError(error: unknown): unknown {
+  if (!(error instanceof DrizzleQueryError)) return error;
+  const cause = error.cause as
+    | { name?: string; message?: string; code?: string; constraint_name?: string; stack?: string }
+    | undefined;
+  const message = (cause?.message ?? "database query failed").replace(
+    /"([^"]*)"/g,
+    (quoted, inner: string) => (/^[A-Za-z_][A-Za-z0-9_.]*$/.test(inner) ? quoted : '"[redacted]"'),
+  );
+  const safe = new Error(message);
+  safe.name = cause?.name ?? "DatabaseError";
+  Object.assign(safe, { code: cause?.code, constraint: cause?.constraint_name });
+  safe.stack = `${safe.name}: ${message}\n${(cause?.stack ?? "").split("\n").slice(1).join("\n")}`;
+  return safe;
+}
+
+/** Structured JSON logs. Secrets and message content are redacted wherever they might appear. */
 export function createLogger(options: { level: string; name: string }): Logger {
   return pino({
     name: options.name,
     level: options.level,
+    serializers: { err: (error: unknown) => pino.stdSerializers.err(loggableError(error) as Error) },
     redact: {
       paths: [
         "apiKey",
