@@ -2,11 +2,11 @@ import { serve } from "@hono/node-server";
 import { v7 as uuidv7 } from "uuid";
 import { createDatabase } from "../db/client.js";
 import { createApp } from "./app.js";
-import { assertWebConfig, ConfigError, loadConfig } from "./config.js";
+import { assertWebConfig, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
 import { createDeliveryQueue } from "./messages/delivery-queue.js";
+import { onShutdown, runProcess } from "./process.js";
 import { createRedis } from "./redis.js";
-import { onShutdown } from "./shutdown.js";
 
 function main(): void {
   const config = loadConfig();
@@ -34,9 +34,4 @@ function main(): void {
   });
 }
 
-try {
-  main();
-} catch (error) {
-  console.error(error instanceof ConfigError ? error.message : error);
-  process.exit(1);
-}
+runProcess(main);

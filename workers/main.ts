@@ -1,10 +1,10 @@
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
-import { ConfigError, loadConfig } from "../src/config.js";
+import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/messages/delivery-queue.js";
+import { onShutdown, runProcess } from "../src/process.js";
 import { createRedis } from "../src/redis.js";
-import { onShutdown } from "../src/shutdown.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { createSmsProvider } from "./providers/index.js";
 import { warnUnlessNoEviction } from "./redis-checks.js";
@@ -67,7 +67,4 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((error: unknown) => {
-  console.error(error instanceof ConfigError ? error.message : error);
-  process.exit(1);
-});
+runProcess(main);

@@ -1,8 +1,7 @@
 import { serve } from "@hono/node-server";
 import { createDatabase } from "../../db/client.js";
-import { ConfigError } from "../config.js";
 import { createLogger } from "../logger.js";
-import { onShutdown } from "../shutdown.js";
+import { onShutdown, runProcess } from "../process.js";
 import { createEncryptionApp } from "./app.js";
 import { clientIpResolver } from "./client-ip.js";
 import { loadEncryptionConfig } from "./config.js";
@@ -33,9 +32,4 @@ function main(): void {
   });
 }
 
-try {
-  main();
-} catch (error) {
-  console.error(error instanceof ConfigError ? error.message : error);
-  process.exit(1);
-}
+runProcess(main);

@@ -1,3 +1,4 @@
+import { ConfigError } from "./config.js";
 import type { Logger } from "./logger.js";
 
 /**
@@ -27,4 +28,20 @@ export function onShutdown(logger: Logger, timeoutMs: number, close: () => Promi
   };
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
+}
+
+/**
+ * Runs a process's `main`; a configuration error prints its message (naming the variable) and
+ * any other start-up failure prints the error, then the process exits with status 1.
+ */
+export function runProcess(main: () => void | Promise<void>): void {
+  const fail = (error: unknown) => {
+    console.error(error instanceof ConfigError ? error.message : error);
+    process.exit(1);
+  };
+  try {
+    Promise.resolve(main()).catch(fail);
+  } catch (error) {
+    fail(error);
+  }
 }
