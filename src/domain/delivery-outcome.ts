@@ -4,7 +4,8 @@
  * - `rejected`: the provider refused the recipient for good (invalid, opted out, not mobile);
  * - `permanent`: the request itself cannot succeed (bad credentials, bad sender, other 4xx).
  */
-export type FailureClass = "transient" | "rejected" | "permanent";
+export const FAILURE_CLASSES = ["transient", "rejected", "permanent"] as const;
+export type FailureClass = (typeof FAILURE_CLASSES)[number];
 
 export interface DeliveryError {
   class: FailureClass;

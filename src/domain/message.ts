@@ -41,13 +41,16 @@ export interface MessageContent {
   expiresAt: string;
 }
 
-export type FailedReason =
-  | "retries_exhausted"
-  | "retries_disabled"
-  | "ttl_expired"
-  | "permanent_error"
-  | "outcome_unknown";
-export type RejectedReason = "organization_inactive" | "recipient_refused";
+export const FAILED_REASONS = [
+  "retries_exhausted",
+  "retries_disabled",
+  "ttl_expired",
+  "permanent_error",
+  "outcome_unknown",
+] as const;
+export type FailedReason = (typeof FAILED_REASONS)[number];
+export const REJECTED_REASONS = ["organization_inactive", "recipient_refused"] as const;
+export type RejectedReason = (typeof REJECTED_REASONS)[number];
 
 export type MessageEvent =
   | { type: "accepted"; retryCount: 0; occurredAt: string; data: MessageContent }

@@ -1,15 +1,17 @@
-import { Hono } from "hono";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { errorResponse, handleError } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
-import { ONBOARD_PATH, onboardClient } from "./onboard.js";
+import { openapiRoute, serveDocs, validationHook } from "../http/openapi.js";
+import { onboardClient, onboardRoute } from "./onboard.js";
 import { rateLimitByClient } from "./rate-limit.js";
 import type { EncryptionDeps, EncryptionEnv } from "./types.js";
 
 /** Builds the client-onboarding service. No I/O happens here: connections come in through `deps`. */
 export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
-  const app = new Hono<EncryptionEnv>();
+  const app = new OpenAPIHono<EncryptionEnv>({ defaultHook: validationHook });
 
   app.use(requestId({ headerName: "X-Request-Id", limitLength: 200 }));
   app.use(
@@ -21,15 +23,17 @@ export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
 
-  app.post(
-    ONBOARD_PATH,
-    rateLimitByClient({
-      limit: deps.config.ONBOARD_RATE_LIMIT,
-      windowMs: deps.config.ONBOARD_RATE_WINDOW_MS,
-      clientKey: deps.clientIp,
-    }),
-    (c) => onboardClient(c, deps),
-  );
+  const rateLimit = rateLimitByClient({
+    limit: deps.config.ONBOARD_RATE_LIMIT,
+    windowMs: deps.config.ONBOARD_RATE_WINDOW_MS,
+    clientKey: deps.clientIp,
+  });
+  openapiRoute(app, onboardRoute, [rateLimit], (c) => onboardClient(c, deps));
+  serveDocs(app, {
+    title: "Encryption service",
+    description:
+      'Client onboarding: register an app and get its API key. Every error is JSON `{ "error": "…" }`.',
+  });
 
   app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
   app.onError(handleError(deps.logger));

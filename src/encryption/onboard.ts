@@ -1,7 +1,9 @@
+import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { keyPrefix } from "../api-keys.js";
 import { ApiError } from "../http/errors.js";
 import { parseJsonBody } from "../http/json-body.js";
+import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../http/openapi.js";
 import { AppNameTakenError, registerClient } from "./clients.js";
 import type { EncryptionContext, EncryptionDeps } from "./types.js";
 
@@ -17,6 +19,35 @@ const body = z.strictObject({
     .trim()
     .max(254, "must be at most 254 characters")
     .pipe(z.email("must be a valid e-mail address")),
+});
+
+const registeredClient = z
+  .object({
+    id: z.int(),
+    apiKey: z.string().meta({ description: "`enc_…`: shown once; only its SHA-256 is stored" }),
+    appName: z.string(),
+    contactEmail: z.email(),
+    createdAt: z.iso.datetime().meta({ description: "ISO 8601, UTC" }),
+  })
+  .meta({ id: "RegisteredClient" });
+
+export const onboardRoute = createRoute({
+  method: "post",
+  path: ONBOARD_PATH,
+  tags: ["Onboarding"],
+  summary: "Register a client app",
+  description: "Returns the app's API key, once. Rate-limited per client IP.",
+  request: { body: { required: true, content: jsonContent(body) } },
+  responses: {
+    201: { description: "The registered app, with its API key", content: jsonContent(registeredClient) },
+    ...errorResponses(
+      { 400: "Malformed JSON, a field that breaks the schema, or an unknown field" },
+      { 409: "The appName is taken (case-insensitive)" },
+      JSON_BODY_ERRORS,
+      { 429: "Too many onboarding requests from this client; retry after `Retry-After` seconds" },
+      SERVER_ERRORS,
+    ),
+  },
 });
 
 /** POST /encryption-service/api/v1/onboard: registers a client app and returns its key, once. */

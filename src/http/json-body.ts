@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { z } from "zod";
+import { readBodyText } from "./body-limit.js";
 import { ApiError, describeZodError } from "./errors.js";
 
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -10,7 +11,7 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S):
   if (!/^application\/json\s*(;|$)/i.test(contentType)) {
     throw new ApiError(415, "Content-Type must be application/json");
   }
-  const text = await c.req.text();
+  const text = await readBodyText(c);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -18,13 +19,6 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S):
     throw new ApiError(400, "Malformed JSON body");
   }
   const parsed = schema.safeParse(json);
-  if (!parsed.success) throw new ApiError(400, describeZodError(parsed.error));
-  return parsed.data;
-}
-
-/** Validates path or query parameters; a bad one is a 400 naming it. */
-export function parseParams<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  const parsed = schema.safeParse(input);
   if (!parsed.success) throw new ApiError(400, describeZodError(parsed.error));
   return parsed.data;
 }

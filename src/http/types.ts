@@ -1,9 +1,12 @@
+import type { RouteConfig } from "@hono/zod-openapi";
 import type { Queue } from "bullmq";
 import type { Context } from "hono";
+import type { z } from "zod";
 import type { Database } from "../../db/client.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../logger.js";
 import type { DeliveryJobData } from "../messages/delivery-queue.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { KeyOwner } from "../organizations/store.js";
 
 /** Everything the web API needs from the outside; built by `server.ts`, or by tests. */
@@ -14,16 +17,43 @@ export interface AppDeps {
   logger: Logger;
   now: () => Date;
   newId: () => string;
+  metrics: Metrics;
 }
 
 export type AppEnv = { Variables: { organization: KeyOwner; requestId: string } };
 export type AppContext = Context<AppEnv>;
 
 /** One endpoint: registered by `routes/index.ts` from a single list. */
-export interface Route {
-  method: "get" | "post";
-  path: string;
+export interface Route<R extends RouteConfig = RouteConfig> {
+  /**
+   * The endpoint as the OpenAPI document shows it (`createRoute`): method, path, parameters, body
+   * and every response. Its parameter schemas validate requests before the handler runs.
+   */
+  definition: R;
   /** `api-key`: `x-api-key` of an active organization; `onboarding`: the onboarding token, when set. */
   auth: "api-key" | "onboarding";
-  handler: (c: AppContext, deps: AppDeps) => Promise<Response>;
+  /** `send`: the organization's send rate limit, checked right after authentication. */
+  rateLimit?: "send";
+  handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;
+}
+
+type Validated<S> = S extends z.ZodType ? z.output<S> : never;
+type RequestParts<R extends RouteConfig> = NonNullable<R["request"]>;
+
+/** A handler's context: `c.req.valid("param" | "query" | "header")` gives the validated values. */
+export type RouteContext<R extends RouteConfig> = Context<
+  AppEnv,
+  string,
+  {
+    out: {
+      param: Validated<RequestParts<R>["params"]>;
+      query: Validated<RequestParts<R>["query"]>;
+      header: Validated<RequestParts<R>["headers"]>;
+    };
+  }
+>;
+
+/** Types a route's handler from its definition. */
+export function defineRoute<R extends RouteConfig>(route: Route<R>): Route<R> {
+  return route;
 }

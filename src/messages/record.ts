@@ -1,10 +1,53 @@
+import { z } from "zod";
+import { CHANNELS, STATUSES } from "../domain/message.js";
+import { PRIORITY_TIERS } from "../domain/priority.js";
 import type { MessageRow } from "./projection.js";
+
+const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
+
+/** The record's shape, for the OpenAPI document; {@link toMessageRecord} is typed by it. */
+export const messageRecord = z
+  .object({
+    message_id: z.uuid(),
+    channel: z.enum(CHANNELS),
+    status: z.enum(STATUSES),
+    delivery_time: timestamp
+      .nullable()
+      .meta({ description: "When the provider accepted it; null until then" }),
+    organization_id: z.uuid(),
+    product_id: z.string(),
+    receiver_id: z.string().meta({ description: "The recipient (SMS: E.164)" }),
+    sender_id: z.string(),
+    retry_count: z.int().min(0),
+    created_at: timestamp,
+    updated_at: timestamp,
+    payload: z.object({
+      Organization_id: z.uuid(),
+      channel: z.enum(CHANNELS),
+      id: z.uuid(),
+      message: z.string(),
+      priority: z.enum(PRIORITY_TIERS),
+      product_id: z.string(),
+      recipient: z.string(),
+      retry_enabled: z.boolean(),
+      sender: z.string(),
+      retry_count: z.int().min(0),
+      subject: z.string().nullable().meta({ description: "null for SMS" }),
+      template_fields: z.record(z.string(), z.unknown()).nullable().meta({ description: "null for SMS" }),
+    }),
+  })
+  .meta({
+    id: "MessageRecord",
+    description: "A message's record (spec section 2.5), field names as the spec",
+  });
+
+export type MessageRecord = z.input<typeof messageRecord>;
 
 /**
  * The message record of spec section 2.5, field names exactly as the spec writes them
  * (including `payload.Organization_id`). Every field is present; `null` where there is no value.
  */
-export function toMessageRecord(row: MessageRow) {
+export function toMessageRecord(row: MessageRow): MessageRecord {
   return {
     message_id: row.messageId,
     channel: row.channel,
@@ -29,7 +72,7 @@ export function toMessageRecord(row: MessageRow) {
       sender: row.sender,
       retry_count: row.retryCount,
       subject: row.subject,
-      template_fields: row.templateFields ?? null,
+      template_fields: (row.templateFields as Record<string, unknown> | null) ?? null,
     },
   };
 }

@@ -1,28 +1,36 @@
-import { and, eq } from "drizzle-orm";
+import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { messages } from "../../db/schema.js";
 import { uuidParam } from "../http/common-schemas.js";
 import { ApiError } from "../http/errors.js";
-import { parseParams } from "../http/json-body.js";
-import type { Route } from "../http/types.js";
-import { toMessageRecord } from "../messages/record.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../http/openapi.js";
+import { defineRoute } from "../http/types.js";
+import { findMessageRow } from "../messages/read.js";
+import { messageRecord, toMessageRecord } from "../messages/record.js";
 
-const params = z.object({ message_id: uuidParam("message_id") });
-
-export const getMessage: Route = {
-  method: "get",
-  path: "/api/v1/messages/:message_id",
+export const getMessage = defineRoute({
   auth: "api-key",
+  definition: createRoute({
+    method: "get",
+    path: "/api/v1/messages/{message_id}",
+    tags: ["Messages"],
+    summary: "Read a message's record",
+    request: { params: z.object({ message_id: uuidParam("message_id") }) },
+    responses: {
+      200: { description: "The record, readable right after the 202", content: jsonContent(messageRecord) },
+      ...errorResponses(
+        { 400: "`message_id` is not a UUID" },
+        API_KEY_ERRORS,
+        { 404: "No such message in the key's organization (another organization's looks the same)" },
+        SERVER_ERRORS,
+      ),
+    },
+  }),
   async handler(c, deps) {
-    const { message_id } = parseParams(params, c.req.param());
+    const { message_id } = c.req.valid("param");
     const organization = c.get("organization");
-    const [row] = await deps.db
-      .select()
-      .from(messages)
-      .where(and(eq(messages.messageId, message_id), eq(messages.organizationId, organization.id)))
-      .limit(1);
+    const row = await findMessageRow(deps.db, organization.id, message_id);
     // Another organization's message is indistinguishable from an unknown one.
     if (!row) throw new ApiError(404, "Message not found");
     return c.json(toMessageRecord(row), 200);
   },
-};
+});

@@ -1,8 +1,11 @@
+import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { productIdParam } from "../http/common-schemas.js";
 import { ApiError } from "../http/errors.js";
-import { parseJsonBody, parseParams } from "../http/json-body.js";
-import type { Route } from "../http/types.js";
+import { parseJsonBody } from "../http/json-body.js";
+import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../http/openapi.js";
+import { defineRoute } from "../http/types.js";
+import { createdOrganization } from "../organizations/record.js";
 import { createOrganizations, DuplicateOrganizationError } from "../organizations/store.js";
 
 const body = z.strictObject({
@@ -29,12 +32,35 @@ const body = z.strictObject({
     .max(100, "must list at most 100 organizations"),
 });
 
-export const onboardOrganizations: Route = {
-  method: "post",
-  path: "/api/v1/onboarding/organizations/:productId",
+export const onboardOrganizations = defineRoute({
   auth: "onboarding",
+  definition: createRoute({
+    method: "post",
+    path: "/api/v1/onboarding/organizations/{productId}",
+    tags: ["Onboarding"],
+    summary: "Onboard organizations under a product",
+    description:
+      "All or nothing. Names are unique per product, case-insensitively. Each organization gets an API key.",
+    request: {
+      params: z.object({ productId: productIdParam }),
+      body: { required: true, content: jsonContent(body) },
+    },
+    responses: {
+      201: {
+        description: "Every listed organization, with its API key",
+        content: jsonContent(z.object({ organizations: z.array(createdOrganization) })),
+      },
+      ...errorResponses(
+        { 400: "Malformed JSON, a field that breaks the schema, an unknown field, or a bad `productId`" },
+        { 401: "`ONBOARDING_TOKEN` is set and the bearer token is missing or wrong" },
+        { 409: "A name already used under the product (case-insensitive), also inside the request" },
+        JSON_BODY_ERRORS,
+        SERVER_ERRORS,
+      ),
+    },
+  }),
   async handler(c, deps) {
-    const { productId } = parseParams(z.object({ productId: productIdParam }), c.req.param());
+    const { productId } = c.req.valid("param");
     const { organizations } = await parseJsonBody(c, body);
 
     const seen = new Set<string>();
@@ -68,4 +94,4 @@ export const onboardOrganizations: Route = {
       throw error;
     }
   },
-};
+});

@@ -1,0 +1,155 @@
+import { and, asc, eq } from "drizzle-orm";
+import { z } from "zod";
+import type { Executor } from "../../db/client.js";
+import { messageEvents } from "../../db/schema.js";
+import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.js";
+import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/message.js";
+import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
+
+const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
+const attempt = z
+  .int()
+  .min(0)
+  .meta({ description: "The provider call this is about: 1 for the first; 0 for none" });
+const common = {
+  seq: z.int().min(1).meta({ description: "1, 2, 3, … in the order the events happened" }),
+  retry_count: z.int().min(0),
+  occurred_at: timestamp,
+};
+
+const providerErrorSchema = z
+  .object({
+    class: z.enum(FAILURE_CLASSES).meta({
+      description:
+        "transient: worth retrying; rejected: the provider refused the recipient for good; permanent: the request cannot succeed",
+    }),
+    code: z.string().meta({ description: "The provider's own error code, or a short slug" }),
+    message: z.string(),
+  })
+  .meta({ id: "ProviderError", description: "What the provider answered to one attempt" });
+
+/** One entry of a message's history, for the OpenAPI document; {@link toHistoryEntry} is typed by it. */
+export const historyEntry = z
+  .union([
+    z.object({
+      ...common,
+      type: z.literal("accepted"),
+      priority: z.enum(PRIORITY_TIERS),
+      notification_type: z.enum(NOTIFICATION_TYPES).nullable(),
+      retry_enabled: z.boolean(),
+      expires_at: timestamp.meta({ description: "No attempt starts and no retry is scheduled after this" }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal("pending"),
+      kind: z.literal("attempt_started").meta({ description: "A worker is about to call the provider" }),
+      attempt,
+    }),
+    z.object({
+      ...common,
+      type: z.literal("pending"),
+      kind: z.literal("retry_scheduled").meta({ description: "The attempt failed transiently" }),
+      attempt,
+      retry_at: timestamp,
+      error: providerErrorSchema,
+    }),
+    z.object({
+      ...common,
+      type: z.literal("success"),
+      attempt,
+      provider: z.string(),
+      provider_message_id: z.string(),
+    }),
+    z.object({
+      ...common,
+      type: z.literal("failed"),
+      attempt,
+      reason: z.enum(FAILED_REASONS),
+      error: providerErrorSchema.nullable().meta({ description: "The last attempt's error, if it had one" }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal("rejected"),
+      attempt,
+      reason: z.enum(REJECTED_REASONS),
+      error: providerErrorSchema
+        .nullable()
+        .meta({ description: "The provider's refusal, if it came from one" }),
+    }),
+  ])
+  .meta({
+    id: "MessageEvent",
+    description: "One change of a message; never its body or recipient (the record has them)",
+  });
+
+export type HistoryEntry = z.input<typeof historyEntry>;
+
+/** A stored event as the API shows it: what explains the delivery, without the message's content. */
+export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
+  const common = { seq, retry_count: event.retryCount, occurred_at: event.occurredAt };
+  switch (event.type) {
+    case "accepted": {
+      const { priority, notificationType, retryEnabled, expiresAt } = event.data;
+      return {
+        ...common,
+        type: "accepted",
+        priority,
+        notification_type: notificationType,
+        retry_enabled: retryEnabled,
+        expires_at: expiresAt,
+      };
+    }
+    case "pending": {
+      const { data } = event;
+      if (data.kind === "attempt_started")
+        return { ...common, type: "pending", kind: "attempt_started", attempt: data.attempt };
+      return {
+        ...common,
+        type: "pending",
+        kind: "retry_scheduled",
+        attempt: data.attempt,
+        retry_at: data.retryAt,
+        error: providerError(data.error),
+      };
+    }
+    case "success": {
+      const { attempt, provider, providerMessageId } = event.data;
+      return { ...common, type: "success", attempt, provider, provider_message_id: providerMessageId };
+    }
+    case "failed": {
+      const { reason, attempt, error } = event.data;
+      return { ...common, type: "failed", attempt, reason, error: error ? providerError(error) : null };
+    }
+    case "rejected": {
+      const { reason, attempt, error } = event.data;
+      return { ...common, type: "rejected", attempt, reason, error: error ? providerError(error) : null };
+    }
+    default: {
+      const never: never = event;
+      throw new Error(`unknown event ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** `retryAfterMs` stays out: the event's `retry_at` already shows its effect. */
+function providerError(error: DeliveryError) {
+  return { class: error.class, code: error.code, message: error.message };
+}
+
+/** A message's events in order, or none when the organization has no such message. */
+export async function loadHistory(db: Executor, organizationId: string, messageId: string) {
+  const rows = await db
+    .select({
+      seq: messageEvents.seq,
+      type: messageEvents.type,
+      retryCount: messageEvents.retryCount,
+      occurredAt: messageEvents.occurredAt,
+      data: messageEvents.data,
+    })
+    .from(messageEvents)
+    .where(and(eq(messageEvents.messageId, messageId), eq(messageEvents.organizationId, organizationId)))
+    .orderBy(asc(messageEvents.seq));
+  return rows.map(({ seq, ...event }) =>
+    toHistoryEntry(seq, { ...event, occurredAt: event.occurredAt.toISOString() } as MessageEvent),
+  );
+}
