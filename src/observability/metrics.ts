@@ -1,0 +1,112 @@
+import type { Queue } from "bullmq";
+import { sql } from "drizzle-orm";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Database } from "../../db/client.js";
+import type { FailureClass } from "../domain/delivery-outcome.js";
+import type { MessageState } from "../domain/message.js";
+
+/**
+ * The Prometheus metrics of one process. Counters count what this process did (the web process
+ * accepts, the worker finishes and delivers); the queue gauges are read from Redis and Postgres
+ * on each scrape, so every process reports the same cluster-wide values for them.
+ */
+export function createMetrics(options: { process: "web" | "worker"; queue?: Queue; db?: Database }) {
+  const registry = new Registry();
+  registry.setDefaultLabels({ process: options.process });
+  collectDefaultMetrics({ register: registry });
+
+  const httpDuration = new Histogram({
+    name: "http_request_duration_seconds",
+    help: "HTTP request duration by route pattern and status",
+    labelNames: ["method", "route", "status"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const accepted = new Counter({
+    name: "notification_messages_accepted_total",
+    help: "Messages accepted (202) by channel and priority tier",
+    labelNames: ["channel", "tier"] as const,
+    registers: [registry],
+  });
+  const finished = new Counter({
+    name: "notification_messages_final_total",
+    help: "Messages that reached a final state, by channel, tier and status",
+    labelNames: ["channel", "tier", "status"] as const,
+    registers: [registry],
+  });
+  const deliveryLatency = new Histogram({
+    name: "notification_delivery_latency_seconds",
+    help: "Time from acceptance to final state, by channel, tier and status",
+    labelNames: ["channel", "tier", "status"] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+    registers: [registry],
+  });
+  const providerErrors = new Counter({
+    name: "notification_provider_errors_total",
+    help: "Failed provider calls by provider and error class (transient, rejected, permanent)",
+    labelNames: ["provider", "class"] as const,
+    registers: [registry],
+  });
+
+  const { queue, db } = options;
+  if (queue) {
+    new Gauge({
+      name: "notification_queue_jobs",
+      help: "Jobs in the delivery queue by state",
+      labelNames: ["queue", "state"] as const,
+      registers: [registry],
+      async collect() {
+        try {
+          const counts = await queue.getJobCounts("wait", "prioritized", "active", "delayed", "failed");
+          for (const [state, count] of Object.entries(counts)) this.set({ queue: queue.name, state }, count);
+        } catch {
+          // Redis unavailable: leave the last values; /readyz says what is wrong.
+        }
+      },
+    });
+  }
+  if (queue && db) {
+    new Gauge({
+      name: "notification_queue_oldest_waiting_age_seconds",
+      help: "Age of the oldest message still waiting for its first delivery attempt",
+      labelNames: ["queue"] as const,
+      registers: [registry],
+      async collect() {
+        try {
+          const rows = await db.execute<{ oldest: Date | null }>(
+            sql`select min(updated_at) as oldest from messages where status = 'accepted'`,
+          );
+          const oldest = rows[0]?.oldest;
+          this.set(
+            { queue: queue.name },
+            oldest ? Math.max(0, (Date.now() - new Date(oldest).getTime()) / 1000) : 0,
+          );
+        } catch {
+          // Postgres unavailable: leave the last value.
+        }
+      },
+    });
+  }
+
+  return {
+    registry,
+    observeRequest(method: string, route: string, status: number, seconds: number) {
+      httpDuration.observe({ method, route, status: String(status) }, seconds);
+    },
+    messageAccepted(channel: string, tier: string) {
+      accepted.inc({ channel, tier });
+    },
+    /** Records a final state the worker just wrote. */
+    messageFinished(state: MessageState) {
+      if (state.status === "initial" || state.status === "accepted" || state.status === "pending") return;
+      const labels = { channel: state.message.channel, tier: state.message.priority, status: state.status };
+      finished.inc(labels);
+      deliveryLatency.observe(labels, (Date.parse(state.updatedAt) - Date.parse(state.acceptedAt)) / 1000);
+    },
+    providerError(provider: string, errorClass: FailureClass) {
+      providerErrors.inc({ provider, class: errorClass });
+    },
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

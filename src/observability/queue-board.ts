@@ -1,0 +1,30 @@
+import { createBullBoard } from "@bull-board/api";
+import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
+import { HonoAdapter } from "@bull-board/hono";
+import { serveStatic } from "@hono/node-server/serve-static";
+import type { Queue } from "bullmq";
+import { Hono } from "hono";
+import { basicAuth } from "hono/basic-auth";
+import { secretsEqual } from "../api-keys.js";
+
+export const QUEUE_BOARD_PATH = "/admin/queues";
+
+/** Bull Board over every queue, behind basic auth. Only mounted when credentials are configured. */
+export function queueBoard(options: { queues: Queue[]; user: string; password: string }): Hono {
+  const adapter = new HonoAdapter(serveStatic).setBasePath(QUEUE_BOARD_PATH);
+  createBullBoard({
+    queues: options.queues.map((queue) => new BullMQAdapter(queue)),
+    serverAdapter: adapter,
+  });
+  const app = new Hono();
+  app.use(
+    "*",
+    basicAuth({
+      verifyUser: (user, password) =>
+        secretsEqual(user, options.user) && secretsEqual(password, options.password),
+      realm: "queues",
+    }),
+  );
+  app.route("/", adapter.registerPlugin());
+  return app;
+}

@@ -1,0 +1,30 @@
+import { serve } from "@hono/node-server";
+import type { Queue } from "bullmq";
+import { Hono } from "hono";
+import type { Database } from "../db/client.js";
+import type { Logger } from "../src/logger.js";
+import type { Metrics } from "../src/observability/metrics.js";
+import { operationsRoutes } from "../src/observability/operations.js";
+
+/**
+ * The worker's own small HTTP server: `/healthz`, `/readyz` and `/metrics` on
+ * `WORKER_METRICS_PORT`. A port already taken (a second worker on one machine) is logged and
+ * skipped: metrics are worth less than deliveries.
+ */
+export function startOpsServer(deps: {
+  db: Database;
+  queue: Queue;
+  metrics: Metrics;
+  logger: Logger;
+  port: number;
+}) {
+  const app = new Hono();
+  app.route("/", operationsRoutes(deps));
+  const server = serve({ fetch: app.fetch, port: deps.port }, (info) => {
+    deps.logger.info({ port: info.port }, `worker metrics on http://127.0.0.1:${info.port}/metrics`);
+  });
+  server.on("error", (error: NodeJS.ErrnoException) => {
+    deps.logger.warn({ err: error, port: deps.port }, "worker metrics server not started");
+  });
+  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
