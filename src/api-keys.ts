@@ -10,9 +10,12 @@ export function hashApiKey(rawKey: string): string {
   return createHash("sha256").update(rawKey).digest("hex");
 }
 
+export const KEY_PREFIX_LENGTH = 12;
+
 /** The part of a key safe to show in listings and logs. */
 export function keyPrefix(rawKey: string): string {
-  return rawKey.slice(0, 8);
+  // "ntf_" and 8 random characters: unlikely to collide, and still nothing worth guessing.
+  return rawKey.slice(0, KEY_PREFIX_LENGTH);
 }
 
 /** Compares two secrets in constant time (for bearer tokens and passwords). */

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { createApp } from "../../src/app.js";
@@ -57,5 +58,37 @@ describe("errors outside any one route", () => {
     expect(given.headers.get("x-request-id")).toBe("req-123");
     const made = await h.app.request("/healthz");
     expect(made.headers.get("x-request-id")).toMatch(/.{8,}/);
+  });
+});
+
+describe("a request that hangs", () => {
+  it("gets a 503 with Retry-After once REQUEST_TIMEOUT_MS has passed", async () => {
+    // A database that accepts connections and never answers, as behind a network partition.
+    const sockets = new Set<Socket>();
+    const blackhole = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => blackhole.listen(0, "127.0.0.1", resolve));
+    const port = (blackhole.address() as AddressInfo).port;
+    const frozen = createDatabase({
+      url: `postgres://postgres@127.0.0.1:${port}/frozen`,
+      poolSize: 1,
+      connectTimeoutSeconds: 60,
+    });
+    const slow = createHarness({ REQUEST_TIMEOUT_MS: "200" });
+    try {
+      const app = createApp({ ...slow.deps, db: frozen.db });
+      const started = Date.now();
+      const response = await sendSms({ ...slow, app }, `ntf_${"C".repeat(43)}`, {
+        payload: { to: "+14155550100", body: "x" },
+      });
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("5");
+      expect(await response.json()).toEqual({ error: "Service temporarily unavailable; retry shortly" });
+      expect(Date.now() - started).toBeLessThan(2000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      blackhole.close();
+      await frozen.sql.end({ timeout: 0 }).catch(() => {});
+      await slow.close();
+    }
   });
 });

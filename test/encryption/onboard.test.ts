@@ -116,7 +116,7 @@ describe("POST /encryption-service/api/v1/onboard", () => {
       expect(row.app_name).toBe(appName);
       expect(row.contact_email).toBe("dev@example.com");
       expect(row.api_key_hash).toBe(createHash("sha256").update(apiKey).digest("hex"));
-      expect(row.api_key_prefix).toBe(apiKey.slice(0, 8));
+      expect(row.api_key_prefix).toBe(apiKey.slice(0, 12));
       const secretPart = apiKey.slice("enc_".length);
       for (const [column, value] of Object.entries(row)) {
         const text = value instanceof Date ? value.toISOString() : String(value);

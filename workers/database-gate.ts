@@ -1,0 +1,100 @@
+import { isDatabaseUnavailable } from "../src/http/errors.js";
+import type { Logger } from "../src/logger.js";
+
+export interface DatabaseGateOptions {
+  /** A cheap query; resolving means the database answers again. */
+  probe: () => Promise<unknown>;
+  probeIntervalMs: number;
+  logger: Logger;
+  /** Called once when an outage starts (e.g. pause the BullMQ worker). */
+  onUnavailable?: () => void;
+  /** Called once when the database answers again (e.g. resume the worker). */
+  onAvailable?: () => void;
+}
+
+/**
+ * Whether Postgres is reachable, as the worker sees it. The first "unreachable" error (refused,
+ * reset, timed out, shutting down: see {@link isDatabaseUnavailable}) closes the gate; from then
+ * on a probe runs every `probeIntervalMs` until the database answers, which opens it again.
+ * While it is closed the worker takes no jobs, hands back the ones it holds without counting a
+ * delivery attempt, and holds on to provider outcomes it could not record yet.
+ */
+export class DatabaseGate {
+  readonly #options: DatabaseGateOptions;
+  #available = true;
+  #closed = false;
+  #timer: NodeJS.Timeout | undefined;
+  readonly #waiters = new Set<(available: boolean) => void>();
+
+  constructor(options: DatabaseGateOptions) {
+    this.#options = options;
+  }
+
+  get available(): boolean {
+    return this.#available;
+  }
+
+  /** How long a job handed back during an outage waits before it is due again. */
+  get retryDelayMs(): number {
+    return this.#options.probeIntervalMs;
+  }
+
+  /**
+   * Tells the gate about an error from a database call. Returns true when the error means the
+   * database is unreachable (the gate is then closed, if it was open); false for any other error.
+   */
+  reportFailure(error: unknown): boolean {
+    if (!isDatabaseUnavailable(error)) return false;
+    if (this.#available && !this.#closed) {
+      this.#available = false;
+      this.#options.logger.warn(
+        { err: error },
+        "database unreachable: pausing the delivery worker until it answers again",
+      );
+      this.#options.onUnavailable?.();
+      this.#scheduleProbe();
+    }
+    return true;
+  }
+
+  /** Resolves true once the database answers, false after `timeoutMs` or when the gate is closed for good. */
+  waitUntilAvailable(timeoutMs: number): Promise<boolean> {
+    if (this.#available) return Promise.resolve(true);
+    if (this.#closed) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (available: boolean) => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve(available);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.#waiters.add(done);
+    });
+  }
+
+  /** Stops probing and releases every waiter (shutdown). */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    for (const waiter of [...this.#waiters]) waiter(false);
+  }
+
+  #scheduleProbe(): void {
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => void this.#probe(), this.#options.probeIntervalMs);
+  }
+
+  async #probe(): Promise<void> {
+    try {
+      await this.#options.probe();
+    } catch {
+      this.#scheduleProbe();
+      return;
+    }
+    if (this.#closed) return;
+    this.#available = true;
+    this.#options.logger.info("database reachable again: resuming the delivery worker");
+    this.#options.onAvailable?.();
+    for (const waiter of [...this.#waiters]) waiter(true);
+  }
+}
