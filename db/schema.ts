@@ -11,6 +11,7 @@ import {
   pgTable,
   primaryKey,
   serial,
+  smallint,
   text,
   timestamp,
   unique,
@@ -108,6 +109,24 @@ export const messages = pgTable(
     index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
     index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
   ],
+);
+
+/**
+ * Transactional outbox of delivery jobs. The accept path writes a message's row in the statement
+ * that commits its `accepted` event; the worker's relay moves rows into BullMQ in bulk and deletes
+ * them in one transaction, most urgent first. So the API never talks to Redis, and a message whose
+ * row is still here is on its way to the queue (the sweeper leaves it to the relay).
+ */
+export const deliveryOutbox = pgTable(
+  "delivery_outbox",
+  {
+    messageId: uuid("message_id").primaryKey(),
+    /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue the job goes to. */
+    queuePrefix: text("queue_prefix").notNull(),
+    /** The BullMQ job priority: 1 (critical) to 4 (low). */
+    priority: smallint("priority").notNull(),
+  },
+  (t) => [index("delivery_outbox_relay_idx").on(t.queuePrefix, t.priority, t.messageId)],
 );
 
 /** One row per `Idempotency-Key` an organization used in the last 24 hours. */

@@ -1,20 +1,21 @@
-import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
-import { apiKeyAuth } from "./http/api-key-auth.js";
+import { timeout } from "hono/timeout";
+import { headerBodyLimit } from "./http/body-limit.js";
 import { errorResponse, handleError } from "./http/errors.js";
 import { MAX_BODY_BYTES } from "./http/json-body.js";
-import { onboardingAuth } from "./http/onboarding-auth.js";
+import { serveDocs, validationHook } from "./http/openapi.js";
+import { registerRoutes } from "./http/register-routes.js";
 import type { AppDeps, AppEnv } from "./http/types.js";
-import { routes } from "./routes/index.js";
+import { adminCredentials, operationsRoutes } from "./observability/operations.js";
+import { requestLog } from "./observability/request-log.js";
+import { apiInfo, routes } from "./routes/index.js";
 
 /** Builds the notification API. No I/O happens here: connections come in through `deps`. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
-  const authFor = {
-    "api-key": apiKeyAuth(deps),
-    onboarding: onboardingAuth(deps.config.ONBOARDING_TOKEN),
-  };
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
   app.use(
     requestId({
@@ -23,17 +24,27 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     }),
   );
   app.use(
-    bodyLimit({
+    timeout(
+      deps.config.REQUEST_TIMEOUT_MS,
+      () =>
+        new HTTPException(503, {
+          message: "Service temporarily unavailable; retry shortly",
+          res: new Response(null, { headers: { "Retry-After": "5" } }),
+        }),
+    ),
+  );
+  app.use(
+    headerBodyLimit({
       maxSize: MAX_BODY_BYTES,
       onError: (c) => errorResponse(c, 413, `Request body must be at most ${MAX_BODY_BYTES / 1024} KiB`),
     }),
   );
 
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.use(requestLog(deps.logger, deps.metrics));
+  app.route("/", operationsRoutes({ ...deps, admin: adminCredentials(deps.config) }));
 
-  for (const route of routes) {
-    app.on(route.method.toUpperCase(), route.path, authFor[route.auth], (c) => route.handler(c, deps));
-  }
+  registerRoutes(app, routes, deps);
+  serveDocs(app, apiInfo);
 
   app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
   app.onError(handleError(deps.logger));

@@ -16,6 +16,8 @@ export const configSchema = z.object({
   PORT: int(0, 65535).default(3000),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
+  /** API processes per web dyno (node:cluster); each has its own DATABASE_POOL_SIZE connections. */
+  WEB_CONCURRENCY: int(1, 64).default(1),
   REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
   QUEUE_PREFIX: z
     .string()
@@ -34,12 +36,26 @@ export const configSchema = z.object({
   MAX_DELIVERY_ATTEMPTS: int(1, 50).default(5),
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
-  WORKER_CONCURRENCY: int(1, 1000).default(50),
+  WORKER_CONCURRENCY: int(1, 1000).default(100),
+  /** The worker's /metrics, /healthz and /readyz; 0 turns the server off. */
+  WORKER_METRICS_PORT: int(0, 65535).default(9464),
   SWEEP_INTERVAL_MS: int(100, 3_600_000).default(5000),
   SWEEP_GRACE_MS: int(0, 3_600_000).default(10_000),
   SHUTDOWN_TIMEOUT_MS: int(1000, 60_000).default(20_000),
   AUTH_CACHE_TTL_MS: int(0, 600_000).default(5000),
+  /** A request still unanswered after this gets 503 (a partition can freeze a database connection). */
+  REQUEST_TIMEOUT_MS: int(100, 120_000).default(5000),
   TRUST_PROXY: bool.default(false),
+  /** Sends per second each organization may sustain (token bucket refill); 0 turns the limit off. */
+  SEND_RATE_LIMIT: int(0, 1_000_000).default(1000),
+  /** Sends an organization may make at once (token bucket capacity; at least SEND_RATE_LIMIT). */
+  SEND_RATE_BURST: int(1, 10_000_000).default(2000),
+  /** BullMQ job lock: a killed worker's jobs are taken again once it expires (then the next stall check). */
+  WORKER_LOCK_DURATION_MS: int(1000, 600_000).default(30_000),
+  /** How often a worker looks for stalled jobs (active, lock expired). */
+  WORKER_STALLED_INTERVAL_MS: int(500, 600_000).default(30_000),
+  /** While Postgres is unreachable the worker pauses and probes it this often. */
+  DATABASE_PROBE_INTERVAL_MS: int(50, 60_000).default(1000),
 });
 
 export type Config = Omit<z.infer<typeof configSchema>, "SMS_PROVIDER"> & {

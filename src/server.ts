@@ -1,37 +1,58 @@
-import { serve } from "@hono/node-server";
-import { v7 as uuidv7 } from "uuid";
-import { createDatabase } from "../db/client.js";
-import { createApp } from "./app.js";
-import { assertWebConfig, loadConfig } from "./config.js";
-import { createLogger } from "./logger.js";
-import { createDeliveryQueue } from "./messages/delivery-queue.js";
-import { onShutdown, runProcess } from "./process.js";
-import { createRedis } from "./redis.js";
+import cluster from "node:cluster";
+import { assertWebConfig, type Config, loadConfig } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
+import { runProcess } from "./process.js";
 
-function main(): void {
+/** A process that keeps dying is not restarted more often than this. */
+const RESTART_DELAY_MS = 1000;
+
+/**
+ * The web entry point. With `WEB_CONCURRENCY` = 1 (the default) this process serves the API
+ * itself; with N > 1 it is a small supervisor that runs N API processes (node:cluster, sharing
+ * the port), restarts one that dies, and on SIGTERM passes the signal on and exits once they have
+ * all shut down. The supervisor never loads the app, so it costs little memory.
+ */
+async function main(): Promise<void> {
   const config = loadConfig();
   assertWebConfig(config);
-  const logger = createLogger({ level: config.LOG_LEVEL, name: "web" });
-  const { db, sql } = createDatabase({
-    url: config.DATABASE_URL,
-    poolSize: config.DATABASE_POOL_SIZE,
-    connectTimeoutSeconds: 2,
-  });
-  const redis = createRedis(config.REDIS_URL, "api", logger);
-  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
-  queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
+  if (cluster.isPrimary && config.WEB_CONCURRENCY > 1) {
+    supervise(config, createLogger({ level: config.LOG_LEVEL, name: "web-supervisor" }));
+    return;
+  }
+  const { startApiProcess } = await import("./api-process.js");
+  startApiProcess(config, createLogger({ level: config.LOG_LEVEL, name: "web" }));
+}
 
-  const app = createApp({ config, db, queue, logger, now: () => new Date(), newId: uuidv7 });
-  const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
-    logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
+function supervise(config: Config, logger: Logger): void {
+  let stopping = false;
+  const fork = () => cluster.fork();
+  cluster.on("exit", (worker, code, signal) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) {
+        logger.info("every API process has exited");
+        process.exit(0);
+      }
+      return;
+    }
+    logger.error({ pid: worker.process.pid, code, signal }, "an API process died; starting another");
+    setTimeout(fork, RESTART_DELAY_MS);
   });
+  for (let i = 0; i < config.WEB_CONCURRENCY; i++) fork();
+  logger.info({ processes: config.WEB_CONCURRENCY }, "web supervisor started");
 
-  onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    await queue.close();
-    redis.disconnect();
-    await sql.end({ timeout: 5 });
-  });
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, "shutting down the API processes");
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+    // Each API process keeps to SHUTDOWN_TIMEOUT_MS itself; this only guards against a stuck one.
+    setTimeout(() => {
+      logger.error("API processes did not exit in time");
+      process.exit(1);
+    }, config.SHUTDOWN_TIMEOUT_MS + 2000).unref();
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
 }
 
 runProcess(main);

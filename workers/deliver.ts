@@ -1,12 +1,20 @@
 import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import { type Command, decide, isTerminal, type MessageState } from "../src/domain/message.js";
+import {
+  type Command,
+  decide,
+  isTerminal,
+  type MessageEvent,
+  type MessageState,
+} from "../src/domain/message.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
 import type { Logger } from "../src/logger.js";
 import type { DeliveryJobData } from "../src/messages/delivery-queue.js";
-import { appendEvents, ConcurrencyError, loadMessage } from "../src/messages/event-store.js";
-import { findOrganization } from "../src/organizations/store.js";
+import { appendForDelivery, loadForDelivery } from "../src/messages/delivery-store.js";
+import { ConcurrencyError } from "../src/messages/event-store.js";
+import type { Metrics } from "../src/observability/metrics.js";
+import type { DatabaseGate } from "./database-gate.js";
 import type { SmsProvider } from "./providers/sms-provider.js";
 
 export interface DeliverDeps {
@@ -16,9 +24,18 @@ export interface DeliverDeps {
   logger: Logger;
   now: () => Date;
   random: () => number;
+  metrics?: Pick<Metrics, "messageFinished" | "providerError">;
+  /**
+   * Postgres reachability. With it, a job that meets an unreachable database is handed back
+   * (delayed, no attempt counted) and an outcome the provider already gave is held until it can
+   * be recorded; without it, such errors are thrown to BullMQ.
+   */
+  database?: Pick<DatabaseGate, "available" | "retryDelayMs" | "reportFailure" | "waitUntilAvailable">;
 }
 
 const MAX_CONFLICT_RELOADS = 3;
+/** How long an outcome the provider gave is held while the database is unreachable. */
+const OUTCOME_HOLD_MS = 5 * 60_000;
 
 /**
  * The BullMQ processor for one message: it loads the message's events, asks the domain what to
@@ -27,20 +44,31 @@ const MAX_CONFLICT_RELOADS = 3;
  * (database down) and lets BullMQ retry the job without counting a delivery attempt.
  */
 export function createDeliveryProcessor(deps: DeliverDeps) {
+  const gate = deps.database;
+  /** Gives the job back for later without counting anything: the database is unreachable. */
+  async function handBack(job: Job<DeliveryJobData>, token: string | undefined): Promise<never> {
+    await job.moveToDelayed(Date.now() + (gate?.retryDelayMs ?? 1000), token);
+    throw new DelayedError();
+  }
+
   return async function deliver(job: Job<DeliveryJobData>, token?: string): Promise<void> {
+    if (gate && !gate.available) return handBack(job, token);
     for (let reload = 0; ; reload++) {
+      let dueAt: number | undefined;
       try {
-        const dueAt = await deliverOnce(deps, job.data.messageId);
-        if (dueAt !== undefined) {
-          await job.moveToDelayed(dueAt, token);
-          throw new DelayedError();
-        }
-        return;
+        dueAt = await deliverOnce(deps, job.data.messageId);
       } catch (error) {
         // Someone else appended to this message first (a stalled job running twice): reload.
         if (error instanceof ConcurrencyError && reload < MAX_CONFLICT_RELOADS) continue;
+        // Only database calls throw in there (the provider never does), so this is Postgres.
+        if (gate?.reportFailure(error)) return handBack(job, token);
         throw error;
       }
+      if (dueAt !== undefined) {
+        await job.moveToDelayed(dueAt, token);
+        throw new DelayedError();
+      }
+      return;
     }
   };
 }
@@ -48,7 +76,9 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
 /** Moves one message forward as far as it can go now. Returns when the job should run again, if it should. */
 async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number | undefined> {
   const { db, logger } = deps;
-  let state = await loadMessage(db, messageId);
+  // The events and the organization's active flag in one query, shared with other jobs starting now.
+  const loaded = await loadForDelivery(db, messageId);
+  let state = loaded.state;
   if (state.status === "initial") {
     logger.warn({ messageId }, "delivery job for a message with no events; dropping it");
     return undefined;
@@ -56,8 +86,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   if (isTerminal(state.status)) return undefined;
 
   if (state.status === "accepted") {
-    const organization = await findOrganization(db, state.message.organizationId);
-    if (!organization?.active) {
+    if (!loaded.organizationActive) {
       await record(deps, state, {
         type: "reject_before_send",
         reason: "organization_inactive",
@@ -78,7 +107,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     if (start.refused === "already_final") return undefined;
     throw new Error(`cannot start an attempt for ${messageId}: ${start.reason}`);
   }
-  state = await db.transaction((tx) => appendEvents(tx, state, start.events));
+  state = await append(deps, state, start.events);
   if (state.status !== "pending" || !state.attemptInFlight) return undefined;
 
   const { message, attempts } = state;
@@ -89,7 +118,8 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     body: message.body,
     attempt: attempts,
   });
-  state = await record(deps, state, {
+  if (!outcome.ok) deps.metrics?.providerError(outcome.provider, outcome.error.class);
+  state = await recordHeld(deps, state, {
     type: "record_outcome",
     attempt: attempts,
     outcome,
@@ -106,7 +136,38 @@ async function record(deps: DeliverDeps, state: MessageState, command: Command):
   if (!("events" in decision)) {
     throw new Error(`cannot record ${command.type}: ${JSON.stringify(decision)}`);
   }
-  return deps.db.transaction((tx) => appendEvents(tx, state, decision.events));
+  return append(deps, state, decision.events);
+}
+
+/**
+ * Records a provider's outcome; if the database is unreachable, holds it (up to
+ * {@link OUTCOME_HOLD_MS}, or until shutdown) and records it once the database answers, so an
+ * outage does not turn a finished attempt into an interrupted one (a retry and a possible
+ * duplicate). If the first try did commit after all, the retry meets a ConcurrencyError and the
+ * processor reloads the message, which then shows the outcome.
+ */
+async function recordHeld(deps: DeliverDeps, state: MessageState, command: Command): Promise<MessageState> {
+  for (;;) {
+    try {
+      return await record(deps, state, command);
+    } catch (error) {
+      if (!deps.database?.reportFailure(error)) throw error;
+      if (state.status !== "initial") {
+        deps.logger.warn(
+          { messageId: state.message.id },
+          "database unreachable: holding a delivery outcome until it can be recorded",
+        );
+      }
+      if (!(await deps.database.waitUntilAvailable(OUTCOME_HOLD_MS))) throw error;
+    }
+  }
+}
+
+async function append(deps: DeliverDeps, state: MessageState, events: MessageEvent[]): Promise<MessageState> {
+  // One statement, atomic on its own, shared (one commit) with the appends of other jobs.
+  const next = await appendForDelivery(deps.db, state, events);
+  if (isTerminal(next.status)) deps.metrics?.messageFinished(next);
+  return next;
 }
 
 /** A provider must not throw; if one does anyway, that is a transient failure, not a crash. */

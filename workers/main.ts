@@ -1,11 +1,16 @@
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
+import { coalesceWrites } from "../src/coalesce-writes.js";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/messages/delivery-queue.js";
+import { startOutboxRelay } from "../src/messages/outbox-relay.js";
+import { createMetrics } from "../src/observability/metrics.js";
 import { onShutdown, runProcess } from "../src/process.js";
 import { createRedis } from "../src/redis.js";
+import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
+import { startOpsServer } from "./ops-server.js";
 import { createSmsProvider } from "./providers/index.js";
 import { warnUnlessNoEviction } from "./redis-checks.js";
 import { sweep } from "./sweeper.js";
@@ -13,13 +18,37 @@ import { sweep } from "./sweeper.js";
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "worker" });
-  const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  // Fail fast on an unreachable database, like the web process: the gate below waits it out.
+  const { db, sql } = createDatabase({
+    url: config.DATABASE_URL,
+    poolSize: config.DATABASE_POOL_SIZE,
+    connectTimeoutSeconds: 2,
+  });
   const redis = createRedis(config.REDIS_URL, "worker", logger);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
   await warnUnlessNoEviction(redis, logger);
 
+  const metrics = createMetrics({ process: "worker", queue, db });
+  const ops =
+    config.WORKER_METRICS_PORT > 0
+      ? startOpsServer({ db, queue, metrics, logger, port: config.WORKER_METRICS_PORT })
+      : undefined;
+
   const workerRedis = createRedis(config.REDIS_URL, "worker", logger);
+  // Commands of concurrent jobs (and the relay's) leave in one socket write per loop turn.
+  coalesceWrites(redis);
+  coalesceWrites(workerRedis);
+  // While Postgres is unreachable the worker takes no jobs (paused) and burns no attempts.
+  let worker: Worker<DeliveryJobData> | undefined;
+  const database = new DatabaseGate({
+    probe: () => sql`select 1`,
+    probeIntervalMs: config.DATABASE_PROBE_INTERVAL_MS,
+    logger,
+    onUnavailable: () =>
+      void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause")),
+    onAvailable: () => worker?.resume(),
+  });
   const processor = createDeliveryProcessor({
     db,
     provider: createSmsProvider(config),
@@ -31,13 +60,17 @@ async function main(): Promise<void> {
     logger,
     now: () => new Date(),
     random: Math.random,
+    metrics,
+    database,
   });
-  const worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
+  worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
     connection: workerRedis,
     prefix: config.QUEUE_PREFIX,
     concurrency: config.WORKER_CONCURRENCY,
     // A stalled job (its worker died) is safe to run again: the events say where it got to.
     maxStalledCount: 10,
+    lockDuration: config.WORKER_LOCK_DURATION_MS,
+    stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
   });
   worker.on("error", (error) => logger.error({ err: error }, "worker error"));
   worker.on("failed", (job, error) =>
@@ -46,10 +79,14 @@ async function main(): Promise<void> {
 
   let sweeping: Promise<unknown> = Promise.resolve();
   const sweepTimer = setInterval(() => {
+    if (!database.available) return;
     sweeping = sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"));
   }, config.SWEEP_INTERVAL_MS);
+
+  // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
+  const relay = startOutboxRelay({ db, queue, logger });
 
   logger.info(
     { concurrency: config.WORKER_CONCURRENCY, provider: config.SMS_PROVIDER },
@@ -58,8 +95,11 @@ async function main(): Promise<void> {
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     clearInterval(sweepTimer);
+    database.close();
+    await ops?.close();
     await worker.close();
     await sweeping;
+    await relay.stop();
     await queue.close();
     redis.disconnect();
     workerRedis.disconnect();

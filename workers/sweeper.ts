@@ -1,8 +1,8 @@
 import type { Queue } from "bullmq";
-import { and, asc, eq, gt, inArray, lt, or } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
-import { messages } from "../db/schema.js";
+import { deliveryOutbox, messages } from "../db/schema.js";
 import { type DeliveryJobData, enqueueDelivery } from "../src/messages/delivery-queue.js";
 
 export interface SweepDeps {
@@ -15,8 +15,8 @@ export interface SweepDeps {
 }
 
 /**
- * Finds unfinished messages whose delivery job is not in Redis (the API could not enqueue it,
- * Redis lost it, or BullMQ gave up on it) and enqueues them again, keeping a scheduled retry's
+ * Finds unfinished messages whose delivery job is not in Redis (Redis lost it, or BullMQ gave up
+ * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping a scheduled retry's
  * time. Safe to run from every worker at once: the job id is the message id.
  * Returns how many jobs it re-enqueued.
  */
@@ -39,6 +39,13 @@ export async function sweep(deps: SweepDeps): Promise<number> {
         and(
           inArray(messages.status, ["accepted", "pending"]),
           lt(messages.updatedAt, cutoff),
+          // Still in the outbox: the relay will add its job (a backlog there is not a lost job).
+          notExists(
+            deps.db
+              .select({ one: deliveryOutbox.messageId })
+              .from(deliveryOutbox)
+              .where(eq(deliveryOutbox.messageId, messages.messageId)),
+          ),
           after
             ? or(
                 gt(messages.updatedAt, after.updatedAt),

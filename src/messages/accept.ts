@@ -1,24 +1,25 @@
 import type { Queue } from "bullmq";
-import { and, eq, sql } from "drizzle-orm";
 import type { Database } from "../../db/client.js";
-import { idempotencyKeys } from "../../db/schema.js";
-import { decide, initialState, type MessageContent } from "../domain/message.js";
-import { type NotificationType, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
+import { driverOf } from "../../db/driver.js";
+import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
+import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
 import type { Logger } from "../logger.js";
+import type { Metrics } from "../observability/metrics.js";
 import type { Organization } from "../organizations/store.js";
-import { type DeliveryJobData, enqueueDelivery } from "./delivery-queue.js";
-import { appendEvents } from "./event-store.js";
+import { AcceptBatcher } from "./accept-batcher.js";
+import type { DeliveryJobData } from "./delivery-queue.js";
+import { toMessageRow } from "./projection.js";
 
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
-/** The API fails fast on Redis: past this the job is left to the sweeper. */
-const ENQUEUE_TIMEOUT_MS = 500;
 
 export interface AcceptDeps {
   db: Database;
-  queue: Queue<DeliveryJobData>;
+  /** Only its prefix is used: the job itself is added by the worker's outbox relay. */
+  queue: Pick<Queue<DeliveryJobData>, "opts">;
   logger: Logger;
   now: () => Date;
   newId: () => string;
+  metrics?: Pick<Metrics, "messageAccepted">;
 }
 
 export interface AcceptRequest {
@@ -37,10 +38,23 @@ export type AcceptResult =
   | { outcome: "replayed"; messageId: string }
   | { outcome: "idempotency_conflict" };
 
+/** One batcher per database handle: every request of the process shares its batches. */
+const batchers = new WeakMap<Database, AcceptBatcher>();
+
+function batcherFor(db: Database): AcceptBatcher {
+  let batcher = batchers.get(db);
+  if (!batcher) {
+    batcher = new AcceptBatcher(driverOf(db), { idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS });
+    batchers.set(db, batcher);
+  }
+  return batcher;
+}
+
 /**
- * Accepts a message: commits its `accepted` event (and the idempotency claim) in one transaction,
- * then adds its delivery job. The job is best effort: if Redis is down the message is still
- * accepted, and the sweeper enqueues it once Redis is back.
+ * Accepts a message: commits its `accepted` event, its record, its delivery-outbox row and the
+ * idempotency claim together, sharing the statement (and the commit) with whatever other accepts
+ * arrive at the same moment. The delivery job is added by the worker's outbox relay, so Redis
+ * being slow or down never touches this path.
  */
 export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): Promise<AcceptResult> {
   const now = deps.now();
@@ -59,62 +73,18 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
     body: request.body,
     expiresAt: new Date(now.getTime() + TIME_TO_LIVE_MS[priority]).toISOString(),
   };
+  const decision = decide(initialState, { type: "accept", message: content, now });
+  if (!("events" in decision)) throw new Error(`accept refused: ${JSON.stringify(decision)}`);
+  const [event] = decision.events;
+  if (event?.type !== "accepted") throw new Error("accept decided something other than one accepted event");
 
-  const result = await deps.db.transaction(async (tx): Promise<AcceptResult> => {
-    const { idempotency } = request;
-    if (idempotency) {
-      const claimed = await tx
-        .insert(idempotencyKeys)
-        .values({
-          organizationId: content.organizationId,
-          key: idempotency.key,
-          requestHash: idempotency.requestHash,
-          messageId,
-          createdAt: now,
-        })
-        .onConflictDoUpdate({
-          target: [idempotencyKeys.organizationId, idempotencyKeys.key],
-          set: { requestHash: idempotency.requestHash, messageId, createdAt: now },
-          // An expired key may be reused; a live one is answered from what it recorded.
-          setWhere: sql`${idempotencyKeys.createdAt} < ${new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString()}::timestamptz`,
-        })
-        .returning({ messageId: idempotencyKeys.messageId });
-      if (claimed.length === 0) {
-        const [existing] = await tx
-          .select({ requestHash: idempotencyKeys.requestHash, messageId: idempotencyKeys.messageId })
-          .from(idempotencyKeys)
-          .where(
-            and(
-              eq(idempotencyKeys.organizationId, content.organizationId),
-              eq(idempotencyKeys.key, idempotency.key),
-            ),
-          );
-        if (!existing) throw new Error("idempotency key vanished while held");
-        return existing.requestHash === idempotency.requestHash
-          ? { outcome: "replayed", messageId: existing.messageId }
-          : { outcome: "idempotency_conflict" };
-      }
-    }
-    const decision = decide(initialState, { type: "accept", message: content, now });
-    if (!("events" in decision)) throw new Error(`accept refused: ${JSON.stringify(decision)}`);
-    await appendEvents(tx, initialState, decision.events);
-    return { outcome: "accepted", messageId };
+  const result = await batcherFor(deps.db).commit({
+    event,
+    row: toMessageRow(fold([event])),
+    queuePrefix: deps.queue.opts.prefix ?? "bull",
+    queuePriority: QUEUE_PRIORITY[priority],
+    idempotency: request.idempotency,
   });
-
-  if (result.outcome === "accepted") {
-    try {
-      await withTimeout(enqueueDelivery(deps.queue, { messageId, priority }), ENQUEUE_TIMEOUT_MS);
-    } catch (error) {
-      deps.logger.warn({ err: error, messageId }, "could not enqueue delivery; the sweeper will retry");
-    }
-  }
+  if (result.outcome === "accepted") deps.metrics?.messageAccepted(content.channel, priority);
   return result;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

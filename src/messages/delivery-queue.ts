@@ -1,4 +1,4 @@
-import { Queue } from "bullmq";
+import { type JobsOptions, Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { type PriorityTier, QUEUE_PRIORITY } from "../domain/priority.js";
 
@@ -10,6 +10,25 @@ export interface DeliveryJobData {
 
 export function createDeliveryQueue(connection: Redis, prefix: string): Queue<DeliveryJobData> {
   return new Queue<DeliveryJobData>(DELIVERY_QUEUE, { connection, prefix });
+}
+
+/** BullMQ options of a message's delivery job (the outbox relay and the sweeper add it the same way). */
+export function deliveryJobOptions(job: {
+  messageId: string;
+  priority: number;
+  delayMs?: number;
+}): JobsOptions {
+  return {
+    jobId: job.messageId,
+    priority: job.priority,
+    delay: job.delayMs && job.delayMs > 0 ? job.delayMs : undefined,
+    // Infrastructure failures (database down) are retried by BullMQ with backoff; provider
+    // failures never reach BullMQ: they are decided and scheduled by the domain.
+    attempts: 20,
+    backoff: { type: "exponential", delay: 1000 },
+    removeOnComplete: true,
+    removeOnFail: true,
+  };
 }
 
 /**
@@ -24,16 +43,6 @@ export async function enqueueDelivery(
   await queue.add(
     "deliver",
     { messageId: job.messageId },
-    {
-      jobId: job.messageId,
-      priority: QUEUE_PRIORITY[job.priority],
-      delay: job.delayMs && job.delayMs > 0 ? job.delayMs : undefined,
-      // Infrastructure failures (database down) are retried by BullMQ with backoff; provider
-      // failures never reach BullMQ: they are decided and scheduled by the domain.
-      attempts: 20,
-      backoff: { type: "exponential", delay: 1000 },
-      removeOnComplete: true,
-      removeOnFail: true,
-    },
+    deliveryJobOptions({ ...job, priority: QUEUE_PRIORITY[job.priority] }),
   );
 }

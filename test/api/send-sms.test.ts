@@ -40,7 +40,7 @@ async function countMessages() {
 }
 
 describe("POST /api/v1/notifications/sms", () => {
-  it("accepts a valid SMS with 202, commits the accepted event and enqueues its job", async () => {
+  it("accepts a valid SMS with 202, commits the accepted event, and the relay enqueues its job", async () => {
     const response = await sendSms(h, apiKey, valid);
     expect(response.status).toBe(202);
     const body = (await response.json()) as { message: string; request_id: string };
@@ -50,6 +50,7 @@ describe("POST /api/v1/notifications/sms", () => {
       .from(messageEvents)
       .where(eq(messageEvents.messageId, body.request_id));
     expect(events.map((e) => [e.seq, e.type, e.retryCount])).toEqual([[1, "accepted", 0]]);
+    await h.relayOutbox();
     const job = await h.queue.getJob(body.request_id);
     expect(job?.opts.priority).toBe(3); // medium
   });
@@ -98,6 +99,7 @@ describe("POST /api/v1/notifications/sms", () => {
       payload: { priority: string };
     };
     expect(record.payload.priority).toBe(tier);
+    await h.relayOutbox();
     expect((await h.queue.getJob(request_id))?.opts.priority).toBe(queuePriority);
   });
 
@@ -259,7 +261,7 @@ describe("POST /api/v1/notifications/sms", () => {
     });
   });
 
-  it("still answers 202 when Redis is unreachable, leaving the message for the sweeper", async () => {
+  it("still answers 202 when Redis is unreachable: the API never needs Redis to accept", async () => {
     const deadRedis = new Redis("redis://127.0.0.1:1", {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
@@ -282,6 +284,9 @@ describe("POST /api/v1/notifications/sms", () => {
       expect(await h.queue.getJob(request_id)).toBeUndefined();
       const record = (await (await getMessage(h, apiKey, request_id)).json()) as { status: string };
       expect(record.status).toBe("accepted");
+      // The worker's outbox relay adds the job from the outbox row committed with the message.
+      await h.relayOutbox();
+      expect(await h.queue.getJob(request_id)).toBeDefined();
     } finally {
       await deadQueue.close().catch(() => {});
       deadRedis.disconnect();

@@ -12,6 +12,8 @@ import {
   DELIVERY_QUEUE,
   type DeliveryJobData,
 } from "../../src/messages/delivery-queue.js";
+import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../src/messages/outbox-relay.js";
+import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
 import type { SmsProvider } from "../../workers/providers/sms-provider.js";
@@ -34,9 +36,11 @@ export function createHarness(env: Record<string, string> = {}) {
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null });
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
-  const deps = { config, db, queue, logger: silentLogger, now: () => new Date(), newId: uuidv7 };
+  const metrics = createMetrics({ process: "web", queue, db });
+  const deps = { config, db, queue, logger: silentLogger, metrics, now: () => new Date(), newId: uuidv7 };
   const app = createApp(deps);
   const workers: Worker[] = [];
+  let relay: OutboxRelay | undefined;
 
   return {
     config,
@@ -46,8 +50,11 @@ export function createHarness(env: Record<string, string> = {}) {
     queue,
     app,
     deps,
-    /** Starts an in-process delivery worker on this harness's queue. */
-    startWorker(options: { provider?: SmsProvider; concurrency?: number } = {}) {
+    /**
+     * Starts an in-process delivery worker on this harness's queue and, like the worker process,
+     * the outbox relay that moves accepted messages into that queue.
+     */
+    startWorker(options: { provider?: SmsProvider; concurrency?: number; metrics?: Metrics } = {}) {
       const processor = createDeliveryProcessor({
         db,
         provider: options.provider ?? new SimulatorSmsProvider({ rateLimitRetryAfterMs: 50 }),
@@ -59,6 +66,7 @@ export function createHarness(env: Record<string, string> = {}) {
         logger: silentLogger,
         now: () => new Date(),
         random: Math.random,
+        metrics: options.metrics,
       });
       const worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
         connection: new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }),
@@ -67,9 +75,15 @@ export function createHarness(env: Record<string, string> = {}) {
       });
       worker.on("error", () => {});
       workers.push(worker);
+      relay ??= startOutboxRelay({ db, queue, logger: silentLogger });
       return worker;
     },
+    /** One pass of the outbox relay: adds the jobs of the messages accepted so far. */
+    relayOutbox() {
+      return relayOutboxOnce({ db, queue, logger: silentLogger });
+    },
     async close() {
+      await relay?.stop();
       await Promise.all(
         workers.map(async (w) => {
           await w.close();

@@ -77,6 +77,16 @@ afterAll(async () => {
   await h.close();
 });
 
+/**
+ * POSTs an SMS through the app whose Redis is down (the API must still accept it), then takes its
+ * row out of the delivery outbox, as if the relay had added its job and Redis had then lost it.
+ */
+async function acceptWithLostJob(to = "+14155550100"): Promise<string> {
+  const id = await acceptWhileRedisIsDown(to);
+  await h.sql`delete from delivery_outbox where message_id = ${id}`;
+  return id;
+}
+
 /** POSTs an SMS through the app whose Redis is down; the API must still accept it. */
 async function acceptWhileRedisIsDown(to = "+14155550100"): Promise<string> {
   const response = await appWithoutRedis.request("/api/v1/notifications/sms", {
@@ -109,7 +119,7 @@ function reachesFinal(messageId: string) {
 
 describe("sweeper", () => {
   it("given a message accepted moments ago without a job, when swept with a grace period, then it is left alone", async () => {
-    const id = await acceptWhileRedisIsDown();
+    const id = await acceptWithLostJob();
 
     await sweep({ db: h.db, queue: h.queue, now: () => new Date(), graceMs: 60_000 });
 
@@ -117,8 +127,18 @@ describe("sweeper", () => {
     expect(await statusOf(id)).toBe("accepted");
   });
 
-  it("given Redis down when the API accepted a message, when swept, then it is enqueued once and delivered", async () => {
+  it("given a message still waiting in the delivery outbox, when swept, then it is left to the relay", async () => {
     const id = await acceptWhileRedisIsDown();
+
+    // A second later, so the message is past any cutoff.
+    await sweep({ db: h.db, queue: h.queue, now: () => new Date(Date.now() + 1000), graceMs: 0 });
+
+    expect(await h.queue.getJob(id)).toBeUndefined();
+    expect(await statusOf(id)).toBe("accepted");
+  });
+
+  it("given a message whose job Redis lost, when swept, then it is enqueued once and delivered", async () => {
+    const id = await acceptWithLostJob();
     expect(await statusOf(id)).toBe("accepted");
     expect(await h.queue.getJob(id)).toBeUndefined();
 
@@ -144,7 +164,7 @@ describe("sweeper", () => {
   });
 
   it("given a message whose job was lost while a retry was scheduled, when swept, then it is re-added delayed until the retry is due", async () => {
-    const id = await acceptWhileRedisIsDown();
+    const id = await acceptWithLostJob();
     // The first attempt failed and the provider asked to wait 800 ms; then Redis lost the job.
     const scheduled = await h.db.transaction(async (tx) => {
       let state = await loadMessage(tx, id);

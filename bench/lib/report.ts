@@ -1,0 +1,217 @@
+import type { EndToEndResult, LoadScenarioResult, PeakRss, PriorityResult, ReadResult } from "./scenarios.js";
+import type { MachineInfo } from "./system.js";
+
+export interface BenchReport {
+  date: string;
+  label: string;
+  command: string;
+  revision: string;
+  machine: MachineInfo;
+  versions: Record<string, string>;
+  settings: Record<string, unknown>;
+  results: {
+    ceiling?: LoadScenarioResult;
+    accept64?: LoadScenarioResult;
+    accept64Worker?: LoadScenarioResult;
+    accept256?: LoadScenarioResult;
+    endToEnd?: EndToEndResult;
+    read?: ReadResult;
+    priority?: PriorityResult;
+  };
+  loadAverageAtEnd: number[];
+}
+
+interface Target {
+  what: string;
+  measured: string;
+  target: string;
+  met: boolean | undefined;
+}
+
+const fmt = (v: number | undefined, digits = 0) =>
+  v === undefined || Number.isNaN(v) ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: digits });
+
+/** The issue's targets, checked against whatever scenarios ran. */
+export function targets(report: BenchReport): Target[] {
+  const { ceiling, accept64, accept256, endToEnd, priority, read } = report.results;
+  const list: Target[] = [];
+  if (accept64) {
+    list.push(
+      {
+        what: "accept, 64 connections: throughput",
+        measured: `${fmt(accept64.requestsPerS)} req/s`,
+        target: "≥ 5,000 req/s",
+        met: accept64.requestsPerS >= 5000,
+      },
+      {
+        what: "accept, 64 connections: p99",
+        measured: `${fmt(accept64.latencyMs.p99, 1)} ms`,
+        target: "≤ 25 ms",
+        met: accept64.latencyMs.p99 <= 25,
+      },
+      {
+        what: "accept, 64 connections: errors",
+        measured: fmt(accept64.errors),
+        target: "0",
+        met: accept64.errors === 0,
+      },
+    );
+  }
+  if (accept64 && ceiling) {
+    const ratio = accept64.requestsPerS / ceiling.requestsPerS;
+    list.push({
+      what: "accept ÷ ceiling (64 connections)",
+      measured: fmt(ratio, 2),
+      target: "≥ 1.2",
+      met: ratio >= 1.2,
+    });
+  }
+  if (accept256) {
+    list.push(
+      {
+        what: "accept, 256 connections: throughput",
+        measured: `${fmt(accept256.requestsPerS)} req/s`,
+        target: "≥ 8,000 req/s",
+        met: accept256.requestsPerS >= 8000,
+      },
+      {
+        what: "accept, 256 connections: p99",
+        measured: `${fmt(accept256.latencyMs.p99, 1)} ms`,
+        target: "≤ 100 ms",
+        met: accept256.latencyMs.p99 <= 100,
+      },
+    );
+  }
+  if (endToEnd) {
+    list.push(
+      {
+        what: "end to end: messages/s",
+        measured: `${fmt(endToEnd.messagesPerS)} msg/s`,
+        target: "≥ 2,000 msg/s",
+        met: endToEnd.allFinalWithinBound && endToEnd.messagesPerS >= 2000,
+      },
+      {
+        what: "end to end: accept→success p99",
+        measured: `${fmt(endToEnd.events.acceptToFinalMs.p99)} ms`,
+        target: "≤ 1,000 ms",
+        met: endToEnd.events.acceptToFinalMs.p99 <= 1000,
+      },
+    );
+  }
+  if (priority) {
+    list.push({
+      what: "OTP under a 50,000 low flood: accept→success p99",
+      measured: `${fmt(priority.otp.events.acceptToFinalMs.p99)} ms`,
+      target: "≤ 500 ms",
+      met:
+        priority.otp.allFinalWithinBound &&
+        priority.otp.events.acceptToFinalMs.p99 <= 500 &&
+        priority.lowUnfinishedAtLastOtp > 0,
+    });
+  }
+  if (read) {
+    list.push(
+      {
+        what: "read: throughput",
+        measured: `${fmt(read.requestsPerS)} req/s`,
+        target: "≥ 8,000 req/s",
+        met: read.requestsPerS >= 8000,
+      },
+      {
+        what: "read: p99",
+        measured: `${fmt(read.latencyMs.p99, 1)} ms`,
+        target: "≤ 10 ms",
+        met: read.latencyMs.p99 <= 10,
+      },
+    );
+  }
+  const peaks = [report.results.accept64, report.results.accept64Worker, accept256, endToEnd, priority]
+    .filter((r) => r !== undefined)
+    .map((r) => r.peakRss as PeakRss);
+  if (peaks.length > 0) {
+    const web = Math.max(...peaks.map((p) => p.webTotalMiB));
+    const worker = Math.max(...peaks.map((p) => p.workerMiB));
+    list.push(
+      {
+        what: "peak RSS, web (all its processes)",
+        measured: `${web} MiB`,
+        target: "≤ 200 MB",
+        met: web <= 200,
+      },
+      { what: "peak RSS, worker", measured: `${worker} MiB`, target: "≤ 300 MB", met: worker <= 300 },
+    );
+  }
+  return list;
+}
+
+function loadRow(name: string, r: LoadScenarioResult | ReadResult | undefined): string | undefined {
+  if (!r) return undefined;
+  const cpu = r.cpuUsPerRequest;
+  return `| ${name} | ${r.connections} | ${fmt(r.requestsPerS)} | ${fmt(r.latencyMs.p50, 1)} | ${fmt(r.latencyMs.p99, 1)} | ${fmt(r.errors)} | ${cpu.web} / ${cpu.worker} / ${cpu.postgres} / ${cpu.redis} / ${cpu.loadGenerator} / ${cpu.machine} |`;
+}
+
+export function renderMarkdown(report: BenchReport): string {
+  const { machine, versions, results } = report;
+  const lines: string[] = [
+    `# Benchmark ${report.date}${report.label ? ` (${report.label})` : ""}`,
+    "",
+    `Command: \`${report.command}\` · revision ${report.revision}`,
+    "",
+    `Machine: ${machine.cores} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.kernel}; ` +
+      `load average at start ${machine.loadAverageAtStart.join(" ")}, at end ${report.loadAverageAtEnd.join(" ")}. ` +
+      "Postgres, Redis, the processes and the load generator all share this machine.",
+    "",
+    `Versions: ${Object.entries(versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}.`,
+    "",
+    `Settings: ${JSON.stringify(report.settings)}`,
+    "",
+    "| scenario | connections | req/s | p50 ms | p99 ms | errors | CPU µs per request: web / worker / postgres / redis / loadgen / machine |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ...[
+      loadRow("ceiling (insert + add per request)", results.ceiling),
+      loadRow("accept, worker stopped", results.accept64),
+      loadRow("accept, worker running", results.accept64Worker),
+      loadRow("accept, worker stopped", results.accept256),
+      loadRow("read GET /messages/{id}", results.read),
+    ].filter((l) => l !== undefined),
+    "",
+  ];
+  if (results.ceiling && results.accept64) {
+    lines.push(
+      `accept ÷ ceiling at 64 connections: ${fmt(results.accept64.requestsPerS / results.ceiling.requestsPerS, 2)}`,
+      "",
+    );
+  }
+  const e2e = results.endToEnd;
+  if (e2e) {
+    lines.push(
+      `End to end: ${fmt(e2e.messages)} messages sent by 64 connections as fast as accepted (${fmt(e2e.accept.errors)} errors), ` +
+        `accepted at ${fmt(e2e.acceptedPerS)} msg/s; first accepted → last final event ${e2e.events.spanS} s = **${fmt(e2e.messagesPerS)} msg/s** ` +
+        `(wall clock until the poll saw all final: ${e2e.wallS} s${e2e.allFinalWithinBound ? "" : `; **only ${fmt(e2e.events.messages)} final within the 120 s bound**`}); ` +
+        `accept→final p50 ${fmt(e2e.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(e2e.events.acceptToFinalMs.p99)} ms**, ` +
+        `max ${fmt(e2e.events.acceptToFinalMs.max)} ms (of which accepted → first attempt: p50 ${fmt(e2e.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(e2e.events.acceptToFirstAttemptMs.p99)} ms); outcomes ${JSON.stringify(e2e.events.byStatus)}. ` +
+        `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}.`,
+      "",
+    );
+  }
+  const p = results.priority;
+  if (p) {
+    lines.push(
+      `Priority: ${fmt(p.flood.messages)} NEWS_UPDATE (low) accepted with the worker stopped at ${fmt(p.flood.accept.requestsPerS)} req/s; ` +
+        `worker started; ${p.otp.messages} OTP at ${p.otp.ratePerS}/s while they drained (${fmt(p.lowUnfinishedAtLastOtp)} low still unfinished at the last OTP): ` +
+        `OTP accept→final p50 ${fmt(p.otp.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(p.otp.events.acceptToFinalMs.p99)} ms**, ` +
+        `max ${fmt(p.otp.events.acceptToFinalMs.max)} ms (accepted → first attempt p50 ${fmt(p.otp.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(p.otp.events.acceptToFirstAttemptMs.p99)} ms); flood drained ${p.floodDrainS === null ? "not within the bound" : `${p.floodDrainS} s after the worker started`}.`,
+      "",
+    );
+  }
+  const checks = targets(report);
+  if (checks.length > 0) {
+    lines.push("| target | measured | goal | met |", "| --- | ---: | ---: | :---: |");
+    for (const t of checks)
+      lines.push(`| ${t.what} | ${t.measured} | ${t.target} | ${t.met ? "yes" : "**no**"} |`);
+    lines.push("");
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,38 @@
+import { serve } from "@hono/node-server";
+import { v7 as uuidv7 } from "uuid";
+import { createDatabase } from "../db/client.js";
+import { createApp } from "./app.js";
+import { coalesceWrites } from "./coalesce-writes.js";
+import type { Config } from "./config.js";
+import type { Logger } from "./logger.js";
+import { createDeliveryQueue } from "./messages/delivery-queue.js";
+import { createMetrics } from "./observability/metrics.js";
+import { onShutdown } from "./process.js";
+import { createRedis } from "./redis.js";
+
+/** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
+export function startApiProcess(config: Config, logger: Logger): void {
+  const { db, sql } = createDatabase({
+    url: config.DATABASE_URL,
+    poolSize: config.DATABASE_POOL_SIZE,
+    connectTimeoutSeconds: 2,
+  });
+  const redis = createRedis(config.REDIS_URL, "api", logger);
+  // The per-request rate-limit command of concurrent requests leaves in one write.
+  coalesceWrites(redis);
+  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
+  queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
+
+  const metrics = createMetrics({ process: "web", queue, db });
+  const app = createApp({ config, db, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });
+  const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
+    logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
+  });
+
+  onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await queue.close();
+    redis.disconnect();
+    await sql.end({ timeout: 5 });
+  });
+}

@@ -1,0 +1,40 @@
+import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../support/processes.js";
+
+/** Child processes of a process (its node:cluster workers). */
+function childrenOf(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+    readFileSync(`/proc/${pid}/task/${task}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number),
+  );
+}
+
+let web: RunningProcess | undefined;
+afterAll(async () => {
+  await web?.stop("SIGKILL");
+});
+
+describe("the web process with WEB_CONCURRENCY", () => {
+  it("given WEB_CONCURRENCY=2, then it serves from two API processes and they all exit cleanly on SIGTERM", async () => {
+    const port = await freePort();
+    web = runProcess(procfile().web ?? "missing-web", {
+      DATABASE_URL: inject("databaseUrl"),
+      REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+      PORT: String(port),
+      QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
+      WEB_CONCURRENCY: "2",
+      LOG_LEVEL: "warn",
+    });
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    const pid = web.child.pid ?? -1;
+    expect(childrenOf(pid)).toHaveLength(2);
+    for (let i = 0; i < 10; i++) expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+
+    expect(await web.stop("SIGTERM")).toBe(0);
+  }, 30_000);
+});
