@@ -9,8 +9,8 @@ import { FaultScenario, type SendResult, waitFor } from "../support/scenario.js"
  * burning delivery attempts, holding outcomes the provider already gave; when Postgres is back
  * everything resumes on its own and every accepted message reaches a final state, none failed.
  */
-/** The web process's connect_timeout is 2 s (src/server.ts); a partition costs that, plus overhead. */
-const PARTITION_503_WITHIN_MS = 2_500;
+/** The web process's connect_timeout is 1.5 s (src/api-process.ts): the issue asks for a 503 within 2 s. */
+const PARTITION_503_WITHIN_MS = 2_000;
 const REFUSED_503_WITHIN_MS = 1_000;
 let s: FaultScenario;
 
@@ -52,7 +52,7 @@ describe("given Postgres becomes unreachable", () => {
     for (let i = 0; i < 30; i++) before.push(await s.send(i % 3 === 0 ? "+15005550502" : "+14155550100"));
     expect(before.every((r) => r.status === 202)).toBe(true);
     await waitFor(() => (provider.inFlight >= 5 ? true : undefined), 10_000, "deliveries in flight", 5);
-    const readyz = await s.get("/readyz");
+    expect((await s.get("/readyz")).status, "/readyz before the outage").toBe(200);
 
     // A partition: open connections die, new ones hang until the client's own time-out.
     await s.proxy.cut("blackhole");
@@ -61,11 +61,7 @@ describe("given Postgres becomes unreachable", () => {
     expect503(partition[1], "GET during a partition");
     const partitionMs = Math.max(...partition.map((r) => r.elapsedMs));
     expect(partitionMs).toBeLessThan(PARTITION_503_WITHIN_MS);
-    if (readyz.status === 404) {
-      console.warn("/readyz does not exist in this build: its assertion is skipped");
-    } else {
-      expect((await s.get("/readyz")).status, "/readyz during the outage").toBe(503);
-    }
+    expect((await s.get("/readyz")).status, "/readyz during the outage").toBe(503);
 
     // Postgres down: connections refused.
     await s.proxy.cut("refuse");
