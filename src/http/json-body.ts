@@ -13,11 +13,17 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S):
   }
   const text = await readBodyText(c);
   let json: unknown;
+  let hasNul = false;
   try {
-    json = JSON.parse(text);
+    // Postgres text cannot hold U+0000: refuse it here rather than fail at the insert.
+    json = JSON.parse(text, (key, value: unknown) => {
+      if (key.includes("\0") || (typeof value === "string" && value.includes("\0"))) hasNul = true;
+      return value;
+    });
   } catch {
     throw new ApiError(400, "Malformed JSON body");
   }
+  if (hasNul) throw new ApiError(400, "Strings must not contain the NUL character (\\u0000)");
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new ApiError(400, describeZodError(parsed.error));
   return parsed.data;

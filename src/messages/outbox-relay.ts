@@ -14,12 +14,17 @@ export interface OutboxRelayDeps {
   idleMs?: number;
   /** Past this an addBulk counts as failed and the rows stay (a patient Redis client would wait forever). */
   addTimeoutMs?: number;
+  /** Only rows of this BullMQ priority or more urgent (1 = critical); default: every row. */
+  maxPriority?: number;
 }
 
 const DEFAULT_BATCH_SIZE = 200;
 const DEFAULT_IDLE_MS = 20;
 const DEFAULT_ADD_TIMEOUT_MS = 5000;
 const MAX_ERROR_BACKOFF_MS = 5000;
+const LEAST_URGENT = 32767;
+/** The BullMQ priority of the critical tier, which gets a relay lane of its own. */
+const CRITICAL = 1;
 
 /**
  * Moves up to `batchSize` rows of this queue's outbox into BullMQ, most urgent first: takes them
@@ -33,16 +38,17 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const sql = driverOf(deps.db);
   const prefix = deps.queue.opts.prefix ?? "bull";
   const limit = deps.batchSize ?? DEFAULT_BATCH_SIZE;
+  const maxPriority = deps.maxPriority ?? LEAST_URGENT;
   // A cheap look first: an idle relay costs one indexed read per poll, not a transaction.
   const [waiting] = await sql`
-    select 1 from delivery_outbox where queue_prefix = ${prefix} limit 1`;
+    select 1 from delivery_outbox where queue_prefix = ${prefix} and priority <= ${maxPriority} limit 1`;
   if (!waiting) return 0;
   return sql.begin(async (tx) => {
     const rows = await tx<Array<{ message_id: string; priority: number }>>`
       delete from delivery_outbox
       where message_id in (
         select message_id from delivery_outbox
-        where queue_prefix = ${prefix}
+        where queue_prefix = ${prefix} and priority <= ${maxPriority}
         order by priority, message_id
         limit ${limit}
         for update skip locked)
@@ -68,11 +74,24 @@ export interface OutboxRelay {
 }
 
 /**
- * Runs {@link relayOutboxOnce} in a loop: again at once while it finds full batches, every
- * `idleMs` while the outbox is empty, with a growing back-off (and a warning) while Postgres or
- * Redis fails.
+ * Runs {@link relayOutboxOnce} in two loops: one for every row, and a lane of its own for the
+ * critical tier, so an OTP never waits behind a bulk pass of a low-priority backlog (each loop
+ * goes again at once while it finds full batches, polls every `idleMs` while it finds nothing,
+ * and backs off with a warning while Postgres or Redis fails).
  */
 export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
+  const lanes = [
+    runRelayLoop({ ...deps, maxPriority: undefined }),
+    runRelayLoop({ ...deps, maxPriority: CRITICAL, batchSize: Math.min(50, deps.batchSize ?? 50) }),
+  ];
+  return {
+    async stop() {
+      await Promise.all(lanes.map((lane) => lane.stop()));
+    },
+  };
+}
+
+function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
   const batchSize = deps.batchSize ?? DEFAULT_BATCH_SIZE;
   const idleMs = deps.idleMs ?? DEFAULT_IDLE_MS;
   let stopped = false;

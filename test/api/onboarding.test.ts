@@ -142,6 +142,14 @@ describe("POST /api/v1/onboarding/organizations/{productId}", () => {
     await expectError(await post(h, uniqueProduct(), body), 400, pattern);
   });
 
+  it("answers 400 for a NUL character in a name", async () => {
+    await expectError(
+      await post(h, uniqueProduct(), { organizations: [{ name: "Ac\u0000me" }] }),
+      400,
+      /NUL character/,
+    );
+  });
+
   it("answers 400 for malformed JSON", async () => {
     await expectError(await post(h, uniqueProduct(), "{ not json"), 400, /Malformed JSON/);
   });

@@ -162,6 +162,13 @@ describe("POST /api/v1/notifications/sms", () => {
       for (const type of NOTIFICATION_TYPES) expect(error).toContain(type);
     });
 
+    it("a NUL character in a string (Postgres text cannot hold it)", async () => {
+      const before = await countMessages();
+      const body = JSON.stringify({ payload: { to: "+14155550100", body: "a\u0000b" } });
+      await expectError(await sendSms(h, apiKey, body), 400, /NUL character/);
+      expect(await countMessages()).toBe(before);
+    });
+
     it("malformed JSON", async () => {
       await expectError(await sendSms(h, apiKey, '{"payload": '), 400, /Malformed JSON/);
     });

@@ -75,6 +75,18 @@ describe("outbox relay", () => {
     await h.queue.obliterate({ force: true });
   });
 
+  it("given a low backlog and an OTP, when the critical lane runs, then it moves only the OTP", async () => {
+    const low = await accept("NEWS_UPDATE");
+    const otp = await accept("OTP");
+
+    expect(await relayOutboxOnce({ db: h.db, queue: h.queue, logger: silentLogger, maxPriority: 1 })).toBe(1);
+
+    expect(await h.queue.getJob(otp)).toBeDefined();
+    expect(await h.queue.getJob(low)).toBeUndefined();
+    expect(await relay()).toBe(1);
+    await h.queue.obliterate({ force: true });
+  });
+
   it("given Redis failing, when the relay runs, then it fails and every row waits for the next pass", async () => {
     const id = await accept();
     const deadRedis = new Redis("redis://127.0.0.1:1", {
