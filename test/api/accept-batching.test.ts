@@ -1,6 +1,8 @@
 import { inArray, sql } from "drizzle-orm";
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
+import { createApp } from "../../src/app.js";
 import { createHarness, getMessage, onboard, sendSms } from "../support/harness.js";
 
 /**
@@ -55,15 +57,32 @@ describe("accepting concurrent requests in batches", () => {
   });
 
   it("given a batch with one request Postgres refuses, then only that one fails and the others are committed", async () => {
-    // A NUL character passes validation but cannot be stored in a Postgres text column.
-    const results = await send(20, (i) => sms(i === 7 ? "bad \u0000 body" : `fine ${i}`));
+    // One request gets the id of a message that already exists: its rows violate the unique keys.
+    const [first] = await send(1, () => sms("already here"));
+    const taken = first?.body.request_id ?? "";
+    let calls = 0;
+    const app = createApp({ ...h.deps, newId: () => (++calls === 8 ? taken : uuidv7()) });
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => sendSms({ ...h, app }, apiKey, sms(`fine ${i}`))),
+    );
 
-    expect(results[7]?.status).toBe(500);
-    const fine = results.filter((_, i) => i !== 7);
-    expect(fine.map((r) => r.status)).toEqual(Array(19).fill(202));
-    const ids = fine.map((r) => r.body.request_id ?? "");
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 500)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 202)).toHaveLength(19);
+    const ids = await Promise.all(
+      responses
+        .filter((r) => r.status === 202)
+        .map(async (r) => ((await r.json()) as { request_id: string }).request_id),
+    );
+    expect(ids).not.toContain(taken);
     expect(await messageCount(ids)).toBe(19);
     for (const id of ids.slice(0, 3)) expect((await getMessage(h, apiKey, id)).status).toBe(200);
+    // The message whose id was reused is untouched: still one event.
+    const events = await h.db
+      .select()
+      .from(messageEvents)
+      .where(inArray(messageEvents.messageId, [taken]));
+    expect(events).toHaveLength(1);
   });
 
   it("given 20 identical requests with one Idempotency-Key at once, then one message is created and 19 replay it", async () => {
