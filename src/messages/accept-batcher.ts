@@ -2,7 +2,7 @@ import type postgres from "postgres";
 import type { MessageEvent } from "../domain/message.js";
 import { isDatabaseUnavailable } from "../http/errors.js";
 import { microBatch } from "./micro-batch.js";
-import type { MessageRow } from "./projection.js";
+import { type MessageRow, recordColumns } from "./projection.js";
 
 /** One message ready to be committed: its accepted event, its record and its outbox row. */
 export interface PendingAccept {
@@ -202,21 +202,7 @@ function answerFrom(
 function inputRow(item: PendingAccept, ord: number) {
   const { row, event } = item;
   return {
-    message_id: row.messageId,
-    organization_id: row.organizationId,
-    product_id: row.productId,
-    channel: row.channel,
-    status: row.status,
-    priority: row.priority,
-    notification_type: row.notificationType,
-    recipient: row.recipient,
-    sender: row.sender,
-    body: row.body,
-    retry_enabled: row.retryEnabled,
-    retry_count: row.retryCount,
-    version: row.version,
-    created_at: row.createdAt,
-    updated_at: row.updatedAt,
+    ...recordColumns(row),
     event_type: event.type,
     event_retry_count: event.retryCount,
     event_data: event.data,

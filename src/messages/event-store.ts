@@ -3,7 +3,7 @@ import type { Executor } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import { fold, type MessageEvent, type MessageState } from "../domain/message.js";
-import { toMessageRow } from "./projection.js";
+import { recordColumns, toMessageRow } from "./projection.js";
 
 /** Another writer appended to the same message first; reload and decide again. */
 export class ConcurrencyError extends Error {
@@ -79,7 +79,7 @@ export async function writeAppends(sql: postgres.Sql, appends: readonly Append[]
         occurred_at: event.occurredAt,
       });
     });
-    records.push(recordOf(next));
+    records.push(recordColumns(toMessageRow(next)));
     return next;
   });
   try {
@@ -118,30 +118,4 @@ export async function writeAppends(sql: postgres.Sql, appends: readonly Append[]
     throw error;
   }
   return states;
-}
-
-/** The `messages` row of a state, keyed by column name. */
-function recordOf(state: MessageState) {
-  const row = toMessageRow(state);
-  return {
-    message_id: row.messageId,
-    organization_id: row.organizationId,
-    product_id: row.productId,
-    channel: row.channel,
-    status: row.status,
-    priority: row.priority,
-    notification_type: row.notificationType,
-    recipient: row.recipient,
-    sender: row.sender,
-    body: row.body,
-    subject: row.subject,
-    template_fields: row.templateFields,
-    retry_enabled: row.retryEnabled,
-    retry_count: row.retryCount,
-    version: row.version,
-    next_attempt_at: row.nextAttemptAt,
-    delivery_time: row.deliveryTime,
-    created_at: row.createdAt,
-    updated_at: row.updatedAt,
-  };
 }
