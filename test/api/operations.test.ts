@@ -1,13 +1,18 @@
 import { Writable } from "node:stream";
-import { Queue } from "bullmq";
-import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { createApp } from "../../src/app.js";
 import { DELIVERY_QUEUE } from "../../src/messages/delivery-queue.js";
 import { createMetrics } from "../../src/observability/metrics.js";
-import { createHarness, eventually, getMessage, onboard, sendSms } from "../support/harness.js";
+import {
+  createHarness,
+  eventually,
+  getMessage,
+  onboard,
+  sendSms,
+  unreachableQueue,
+} from "../support/harness.js";
 
 const h = createHarness();
 const withAdmin = createHarness({ ADMIN_USER: "ops", ADMIN_PASSWORD: "board-password" });
@@ -49,14 +54,7 @@ describe("health", () => {
   });
 
   it("/readyz is 503 naming Redis when it is unreachable", async () => {
-    const deadRedis = new Redis("redis://127.0.0.1:1", {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      lazyConnect: true,
-    });
-    deadRedis.on("error", () => {});
-    const deadQueue = new Queue(DELIVERY_QUEUE, { connection: deadRedis, prefix: h.config.QUEUE_PREFIX });
-    deadQueue.on("error", () => {});
+    const { queue: deadQueue, close: closeDeadQueue } = unreachableQueue(h.config.QUEUE_PREFIX);
     try {
       const response = await createApp({ ...h.deps, queue: deadQueue }).request("/readyz");
       expect(response.status).toBe(503);
@@ -64,8 +62,7 @@ describe("health", () => {
       expect(body.checks.postgres).toBe("ok");
       expect(body.checks.redis).not.toBe("ok");
     } finally {
-      await deadQueue.close().catch(() => {});
-      deadRedis.disconnect();
+      await closeDeadQueue();
     }
   });
 });

@@ -1,12 +1,9 @@
-import { Queue } from "bullmq";
 import { eq, sql } from "drizzle-orm";
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
 import { NOTIFICATION_TYPES } from "../../src/domain/priority.js";
-import { DELIVERY_QUEUE } from "../../src/messages/delivery-queue.js";
-import { createHarness, getMessage, onboard, sendSms } from "../support/harness.js";
+import { createHarness, getMessage, onboard, sendSms, unreachableQueue } from "../support/harness.js";
 
 const h = createHarness({ SMS_DEFAULT_SENDER: "DefaultCo" });
 let apiKey = "";
@@ -269,14 +266,7 @@ describe("POST /api/v1/notifications/sms", () => {
   });
 
   it("still answers 202 when Redis is unreachable: the API never needs Redis to accept", async () => {
-    const deadRedis = new Redis("redis://127.0.0.1:1", {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      lazyConnect: true,
-    });
-    deadRedis.on("error", () => {});
-    const deadQueue = new Queue(DELIVERY_QUEUE, { connection: deadRedis, prefix: h.config.QUEUE_PREFIX });
-    deadQueue.on("error", () => {});
+    const { queue: deadQueue, close: closeDeadQueue } = unreachableQueue(h.config.QUEUE_PREFIX);
     try {
       const app = createApp({ ...h.deps, queue: deadQueue });
       const started = Date.now();
@@ -295,8 +285,7 @@ describe("POST /api/v1/notifications/sms", () => {
       await h.relayOutbox();
       expect(await h.queue.getJob(request_id)).toBeDefined();
     } finally {
-      await deadQueue.close().catch(() => {});
-      deadRedis.disconnect();
+      await closeDeadQueue();
     }
   });
 });

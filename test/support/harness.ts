@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Worker } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { v7 as uuidv7 } from "uuid";
@@ -160,4 +160,24 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
+}
+
+/** A delivery queue whose Redis is unreachable (nothing listens on port 1): Redis is down. */
+export function unreachableQueue(prefix: string) {
+  const redis = new Redis("redis://127.0.0.1:1", {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    retryStrategy: () => null,
+  });
+  redis.on("error", () => {});
+  const queue = new Queue<DeliveryJobData>(DELIVERY_QUEUE, { connection: redis, prefix });
+  queue.on("error", () => {});
+  return {
+    queue,
+    async close() {
+      await queue.close().catch(() => {});
+      redis.disconnect();
+    },
+  };
 }

@@ -1,11 +1,10 @@
-import { Queue } from "bullmq";
+import type { Queue } from "bullmq";
 import { eq, sql } from "drizzle-orm";
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryOutbox } from "../../db/schema.js";
-import { DELIVERY_QUEUE, type DeliveryJobData } from "../../src/messages/delivery-queue.js";
+import type { DeliveryJobData } from "../../src/messages/delivery-queue.js";
 import { relayOutboxOnce } from "../../src/messages/outbox-relay.js";
-import { createHarness, onboard, sendSms, silentLogger } from "../support/harness.js";
+import { createHarness, onboard, sendSms, silentLogger, unreachableQueue } from "../support/harness.js";
 
 /** No worker runs here: the tests run the relay's passes themselves. */
 const h = createHarness({ SEND_RATE_LIMIT: "0" });
@@ -89,23 +88,11 @@ describe("outbox relay", () => {
 
   it("given Redis failing, when the relay runs, then it fails and every row waits for the next pass", async () => {
     const id = await accept();
-    const deadRedis = new Redis("redis://127.0.0.1:1", {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      lazyConnect: true,
-      retryStrategy: () => null,
-    });
-    deadRedis.on("error", () => {});
-    const deadQueue = new Queue<DeliveryJobData>(DELIVERY_QUEUE, {
-      connection: deadRedis,
-      prefix: h.config.QUEUE_PREFIX,
-    });
-    deadQueue.on("error", () => {});
+    const { queue: deadQueue, close: closeDeadQueue } = unreachableQueue(h.config.QUEUE_PREFIX);
     try {
       await expect(relay({ queue: deadQueue })).rejects.toThrow();
     } finally {
-      await deadQueue.close().catch(() => {});
-      deadRedis.disconnect();
+      await closeDeadQueue();
     }
 
     expect(await outboxRows(h.config.QUEUE_PREFIX)).toBe(1);

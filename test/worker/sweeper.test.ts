@@ -1,4 +1,4 @@
-import { type Job, Queue, Worker } from "bullmq";
+import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app.js";
@@ -9,25 +9,21 @@ import { appendEvents, loadMessage } from "../../src/messages/event-store.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
 import { sweep } from "../../workers/sweeper.js";
-import { createHarness, eventually, getMessage, onboard, silentLogger } from "../support/harness.js";
+import {
+  createHarness,
+  eventually,
+  getMessage,
+  onboard,
+  silentLogger,
+  unreachableQueue,
+} from "../support/harness.js";
 import { attemptsOf, dataOf, expectFinishedHistory, rowOf, shapeOf } from "./history.js";
 
 const h = createHarness();
 const policy: RetryPolicy = { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 600_000 };
 
 /** A queue whose Redis is unreachable: the API's enqueue fails, as when Redis is down. */
-const deadRedis = new Redis("redis://127.0.0.1:1", {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  lazyConnect: true,
-  retryStrategy: () => null,
-});
-deadRedis.on("error", () => {});
-const deadQueue = new Queue<DeliveryJobData>(DELIVERY_QUEUE, {
-  connection: deadRedis,
-  prefix: h.config.QUEUE_PREFIX,
-});
-deadQueue.on("error", () => {});
+const { queue: deadQueue, close: closeDeadQueue } = unreachableQueue(h.config.QUEUE_PREFIX);
 const appWithoutRedis = createApp({ ...h.deps, queue: deadQueue });
 
 /**
@@ -72,8 +68,7 @@ afterAll(async () => {
     await worker.close();
     (await worker.client).disconnect();
   }
-  await deadQueue.close().catch(() => {});
-  deadRedis.disconnect();
+  await closeDeadQueue();
   await h.close();
 });
 
