@@ -9,12 +9,18 @@ import { join } from "node:path";
  * per fault scenario: requests accepted, messages final, lost, duplicated final states,
  * interrupted attempts, duration. Exits with vitest's status.
  */
-interface Row {
+/** One row of the table, as each scenario appends it to FAULTS_REPORT_FILE (JSON lines). */
+export interface FaultResult {
   scenario: string;
+  /** Requests answered 202. */
   accepted: number;
+  /** Of those, messages in a final state at the end. */
   final: number;
+  /** Accepted messages not final by the deadline. */
   lost: number;
+  /** Messages with more than one terminal event. */
   duplicatedFinal: number;
+  /** Attempts recorded as `attempt_interrupted` (visible possible duplicates, allowed by design). */
   interrupted: number;
   durationMs: number;
   note?: string;
@@ -38,11 +44,11 @@ const child = spawn(
 );
 
 child.on("exit", (code, signal) => {
-  const rows: Row[] = existsSync(reportFile)
+  const rows: FaultResult[] = existsSync(reportFile)
     ? readFileSync(reportFile, "utf8")
         .split("\n")
         .filter(Boolean)
-        .map((line) => JSON.parse(line) as Row)
+        .map((line) => JSON.parse(line) as FaultResult)
     : [];
   rmSync(dir, { recursive: true, force: true });
   console.log(`\n${table(rows)}`);
@@ -52,7 +58,7 @@ child.on("exit", (code, signal) => {
   process.exit(code ?? 1);
 });
 
-function table(rows: Row[]): string {
+function table(rows: FaultResult[]): string {
   if (rows.length === 0) return "(no fault scenario reported a result)";
   const header = ["scenario", "accepted", "final", "lost", "dup. final", "interrupted", "duration", "note"];
   const body = rows.map((row) => [
