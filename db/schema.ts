@@ -92,7 +92,9 @@ export const messages = pgTable(
     notificationType: text("notification_type"),
     recipient: text("recipient").notNull(),
     sender: text("sender").notNull(),
-    body: text("body").notNull(),
+    /** SMS text, push body; null for e-mail (its content is the template, rendered at delivery). */
+    body: text("body"),
+    /** E-mail subject, push title; null for SMS. */
     subject: text("subject"),
     templateFields: jsonb("template_fields"),
     retryEnabled: boolean("retry_enabled").notNull(),
@@ -127,6 +129,28 @@ export const deliveryOutbox = pgTable(
     priority: smallint("priority").notNull(),
   },
   (t) => [index("delivery_outbox_relay_idx").on(t.queuePrefix, t.priority, t.messageId)],
+);
+
+/**
+ * An organization's e-mail templates, Mandrill style: HTML with editable regions (`mc:edit`) and
+ * merge tags, rendered when a message is delivered (so an edit applies to messages not yet sent).
+ */
+export const templates = pgTable(
+  "templates",
+  {
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    /** Immutable, unique within the organization; `template_name` of an e-mail refers to it. */
+    name: text("name").notNull(),
+    /** The HTML. */
+    code: text("code").notNull(),
+    /** The plain-text part; when null it is derived from the rendered HTML. */
+    text: text("text"),
+    createdAt: timestamptz("created_at").notNull(),
+    updatedAt: timestamptz("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.name] })],
 );
 
 /** One row per `Idempotency-Key` an organization used in the last 24 hours. */

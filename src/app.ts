@@ -3,11 +3,10 @@ import type { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { requestId } from "hono/request-id";
 import { timeout } from "hono/timeout";
-import { headerBodyLimit } from "./http/body-limit.js";
 import { errorResponse, handleError } from "./http/errors.js";
 import { MAX_BODY_BYTES } from "./http/json-body.js";
 import { serveDocs, validationHook } from "./http/openapi.js";
-import { registerRoutes } from "./http/register-routes.js";
+import { bodyLimit, registerRoutes } from "./http/register-routes.js";
 import type { AppDeps, AppEnv } from "./http/types.js";
 import { adminCredentials, operationsRoutes } from "./observability/operations.js";
 import { requestLog } from "./observability/request-log.js";
@@ -33,12 +32,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
         }),
     ),
   );
-  app.use(
-    headerBodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => errorResponse(c, 413, `Request body must be at most ${MAX_BODY_BYTES / 1024} KiB`),
-    }),
-  );
+  // Each API route limits its own body (registerRoutes); the dashboard's actions get the default.
+  app.use("/admin/*", bodyLimit(MAX_BODY_BYTES));
 
   app.use(requestLog(deps.logger, deps.metrics));
   app.route("/", operationsRoutes({ ...deps, admin: adminCredentials(deps.config) }));

@@ -19,10 +19,15 @@ export const API_KEY_ERRORS = {
   403: "The key's organization is inactive",
 } satisfies ErrorDescriptions;
 
-export const JSON_BODY_ERRORS = {
-  413: `Body over ${MAX_BODY_BYTES / 1024} KiB`,
-  415: "A body that is not `application/json`",
-} satisfies ErrorDescriptions;
+/** 413 and 415 of a route reading a JSON body of at most `maxBytes`. */
+export function jsonBodyErrors(maxBytes: number) {
+  return {
+    413: `Body over ${maxBytes / 1024} KiB`,
+    415: "A body that is not `application/json`",
+  } satisfies ErrorDescriptions;
+}
+
+export const JSON_BODY_ERRORS = jsonBodyErrors(MAX_BODY_BYTES);
 
 export const SERVER_ERRORS = {
   500: "Unexpected error (logged with the request id; no internals in the body)",

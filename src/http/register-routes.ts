@@ -1,5 +1,9 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
 import { apiKeyAuth } from "./api-key-auth.js";
+import { headerBodyLimit } from "./body-limit.js";
+import { errorResponse } from "./errors.js";
+import { MAX_BODY_BYTES } from "./json-body.js";
 import { onboardingAuth } from "./onboarding-auth.js";
 import { openapiRoute } from "./openapi.js";
 import { sendRateLimit } from "./rate-limit.js";
@@ -31,7 +35,15 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
   for (const route of routes) {
     const { middleware, scheme } = auth[route.auth];
     const definition = { ...route.definition, security: [{ [scheme]: [] }] };
-    const chain = route.rateLimit ? [middleware, limits[route.rateLimit]] : [middleware];
+    const chain = [bodyLimit(route.maxBodyBytes ?? MAX_BODY_BYTES), middleware];
+    if (route.rateLimit) chain.push(limits[route.rateLimit]);
     openapiRoute(app, definition, chain, (c) => route.handler(c, deps));
   }
+}
+
+export function bodyLimit(maxBytes: number): MiddlewareHandler {
+  return headerBodyLimit({
+    maxSize: maxBytes,
+    onError: (c) => errorResponse(c, 413, `Request body must be at most ${maxBytes / 1024} KiB`),
+  });
 }

@@ -34,6 +34,8 @@ export interface Route<R extends RouteConfig = RouteConfig> {
   auth: "api-key" | "onboarding";
   /** `send`: the organization's send rate limit, checked right after authentication. */
   rateLimit?: "send";
+  /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
+  maxBodyBytes?: number;
   handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;
 }
 

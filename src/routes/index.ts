@@ -1,10 +1,15 @@
 import type { Route } from "../http/types.js";
+import { createTemplate } from "./create-template.js";
+import { deleteTemplate } from "./delete-template.js";
 import { getMessage } from "./get-message.js";
 import { getMessageEvents } from "./get-message-events.js";
 import { getOrganization } from "./get-organization.js";
+import { getTemplate } from "./get-template.js";
 import { listMessages } from "./list-messages.js";
+import { listTemplates } from "./list-templates.js";
 import { onboardOrganizations } from "./onboard-organizations.js";
 import { sendSms } from "./send-sms.js";
+import { updateTemplate } from "./update-template.js";
 
 /** Every endpoint of the notification API, in one visible list. */
 export const routes: readonly Route[] = [
@@ -14,6 +19,11 @@ export const routes: readonly Route[] = [
   listMessages,
   getMessage,
   getMessageEvents,
+  createTemplate,
+  listTemplates,
+  getTemplate,
+  updateTemplate,
+  deleteTemplate,
 ];
 
 /** The OpenAPI document's `info`. */
