@@ -33,6 +33,28 @@ export const configSchema = z.object({
   TWILIO_AUTH_TOKEN: optionalString,
   TWILIO_BASE_URL: z.url().default("https://api.twilio.com"),
   TWILIO_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  EMAIL_PROVIDER: z.enum(["simulator", "smtp"]).optional(),
+  SMTP_HOST: optionalString,
+  SMTP_PORT: int(1, 65535).default(587),
+  /** Implicit TLS from the first byte (port 465); otherwise STARTTLS when the server offers it. */
+  SMTP_SECURE: bool.default(false),
+  /** Refuse to send unless the server upgrades the connection with STARTTLS. */
+  SMTP_REQUIRE_TLS: bool.default(false),
+  SMTP_USER: optionalString,
+  SMTP_PASSWORD: optionalString,
+  /** `false` accepts a self-signed certificate (a private relay); keep `true` anywhere else. */
+  SMTP_TLS_REJECT_UNAUTHORIZED: bool.default(true),
+  /** Connection, greeting and each socket read: a server silent this long is a transient failure. */
+  SMTP_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  PUSH_PROVIDER: z.enum(["simulator", "webpush"]).optional(),
+  VAPID_PUBLIC_KEY: optionalString,
+  VAPID_PRIVATE_KEY: optionalString,
+  /** Who runs this server, for push services (RFC 8292): a mailto: or https: URL. The push record's sender. */
+  VAPID_SUBJECT: z
+    .string()
+    .regex(/^(mailto:|https:\/\/)\S+$/, "must be a mailto: or https: URL")
+    .default("mailto:notifications@localhost"),
+  PUSH_TIMEOUT_MS: int(100, 120_000).default(10_000),
   MAX_DELIVERY_ATTEMPTS: int(1, 50).default(5),
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
@@ -58,8 +80,11 @@ export const configSchema = z.object({
   DATABASE_PROBE_INTERVAL_MS: int(50, 60_000).default(1000),
 });
 
-export type Config = Omit<z.infer<typeof configSchema>, "SMS_PROVIDER"> & {
-  SMS_PROVIDER: "simulator" | "twilio";
+type Parsed = z.infer<typeof configSchema>;
+export type Config = Omit<Parsed, "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER"> & {
+  SMS_PROVIDER: NonNullable<Parsed["SMS_PROVIDER"]>;
+  EMAIL_PROVIDER: NonNullable<Parsed["EMAIL_PROVIDER"]>;
+  PUSH_PROVIDER: NonNullable<Parsed["PUSH_PROVIDER"]>;
 };
 
 export class ConfigError extends Error {}
@@ -73,17 +98,36 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const c = parsed.data;
   const production = c.NODE_ENV === "production";
+  // Outside production every channel defaults to its simulator; in production each is a choice.
   const smsProvider = c.SMS_PROVIDER ?? (production ? undefined : "simulator");
+  const emailProvider = c.EMAIL_PROVIDER ?? (production ? undefined : "simulator");
+  const pushProvider = c.PUSH_PROVIDER ?? (production ? undefined : "simulator");
   const problems: string[] = [];
   if (!smsProvider) problems.push("SMS_PROVIDER: required when NODE_ENV=production (simulator or twilio)");
+  if (!emailProvider) problems.push("EMAIL_PROVIDER: required when NODE_ENV=production (simulator or smtp)");
+  if (!pushProvider) problems.push("PUSH_PROVIDER: required when NODE_ENV=production (simulator or webpush)");
   if (smsProvider === "twilio" && (!c.TWILIO_ACCOUNT_SID || !c.TWILIO_AUTH_TOKEN)) {
     problems.push("TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN: required when SMS_PROVIDER=twilio");
+  }
+  if (emailProvider === "smtp" && !c.SMTP_HOST) problems.push("SMTP_HOST: required when EMAIL_PROVIDER=smtp");
+  if (Boolean(c.SMTP_USER) !== Boolean(c.SMTP_PASSWORD)) {
+    problems.push("SMTP_USER / SMTP_PASSWORD: set both or neither");
+  }
+  if (pushProvider === "webpush" && (!c.VAPID_PUBLIC_KEY || !c.VAPID_PRIVATE_KEY)) {
+    problems.push(
+      "VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY: required when PUSH_PROVIDER=webpush (generate them with `npx web-push generate-vapid-keys`)",
+    );
   }
   if (Boolean(c.ADMIN_USER) !== Boolean(c.ADMIN_PASSWORD)) {
     problems.push("ADMIN_USER / ADMIN_PASSWORD: set both or neither");
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
-  return { ...c, SMS_PROVIDER: smsProvider ?? "simulator" };
+  return {
+    ...c,
+    SMS_PROVIDER: smsProvider ?? "simulator",
+    EMAIL_PROVIDER: emailProvider ?? "simulator",
+    PUSH_PROVIDER: pushProvider ?? "simulator",
+  };
 }
 
 /** The web process refuses to start in production without an onboarding token. */

@@ -14,12 +14,12 @@ import type { DeliveryJobData } from "../src/messages/delivery-queue.js";
 import { appendForDelivery, loadForDelivery } from "../src/messages/delivery-store.js";
 import { ConcurrencyError } from "../src/messages/event-store.js";
 import type { Metrics } from "../src/observability/metrics.js";
+import { type Prepared, type Providers, prepareDelivery } from "./channels.js";
 import type { DatabaseGate } from "./database-gate.js";
-import type { SmsProvider } from "./providers/sms-provider.js";
 
 export interface DeliverDeps {
   db: Database;
-  provider: SmsProvider;
+  providers: Providers;
   policy: RetryPolicy;
   logger: Logger;
   now: () => Date;
@@ -107,17 +107,23 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     if (start.refused === "already_final") return undefined;
     throw new Error(`cannot start an attempt for ${messageId}: ${start.reason}`);
   }
+  // Ready it before the attempt starts, so content that can never be sent (an e-mail's missing
+  // template) is rejected without counting an attempt.
+  const prepared = await prepareDelivery(deps, state.message);
+  if (!prepared.ready) {
+    await record(deps, state, {
+      type: "reject_before_send",
+      reason: prepared.reason,
+      error: prepared.error,
+      now: deps.now(),
+    });
+    return undefined;
+  }
   state = await append(deps, state, start.events);
   if (state.status !== "pending" || !state.attemptInFlight) return undefined;
 
-  const { message, attempts } = state;
-  const outcome = await sendSafely(deps.provider, {
-    messageId,
-    to: message.recipient,
-    from: message.sender,
-    body: message.body,
-    attempt: attempts,
-  });
+  const { attempts } = state;
+  const outcome = await sendSafely(prepared, attempts);
   if (!outcome.ok) deps.metrics?.providerError(outcome.provider, outcome.error.class);
   state = await recordHeld(deps, state, {
     type: "record_outcome",
@@ -172,16 +178,16 @@ async function append(deps: DeliverDeps, state: MessageState, events: MessageEve
 
 /** A provider must not throw; if one does anyway, that is a transient failure, not a crash. */
 async function sendSafely(
-  provider: SmsProvider,
-  message: Parameters<SmsProvider["send"]>[0],
+  prepared: Extract<Prepared, { ready: true }>,
+  attempt: number,
 ): Promise<DeliveryOutcome> {
   try {
-    return await provider.send(message);
+    return await prepared.send(attempt);
   } catch (error) {
     const text = error instanceof Error ? error.message : String(error);
     return {
       ok: false,
-      provider: provider.name,
+      provider: prepared.provider,
       error: { class: "transient", code: "provider_exception", message: text },
     };
   }

@@ -11,7 +11,7 @@ import { createRedis } from "../src/redis.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { startOpsServer } from "./ops-server.js";
-import { createSmsProvider } from "./providers/index.js";
+import { createProviders } from "./providers/index.js";
 import { warnUnlessNoEviction } from "./redis-checks.js";
 import { sweep } from "./sweeper.js";
 
@@ -49,9 +49,10 @@ async function main(): Promise<void> {
       void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause")),
     onAvailable: () => worker?.resume(),
   });
+  const providers = createProviders(config);
   const processor = createDeliveryProcessor({
     db,
-    provider: createSmsProvider(config),
+    providers,
     policy: {
       maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
       baseDelayMs: config.RETRY_BASE_DELAY_MS,
@@ -89,7 +90,10 @@ async function main(): Promise<void> {
   const relay = startOutboxRelay({ db, queue, logger });
 
   logger.info(
-    { concurrency: config.WORKER_CONCURRENCY, provider: config.SMS_PROVIDER },
+    {
+      concurrency: config.WORKER_CONCURRENCY,
+      providers: { sms: config.SMS_PROVIDER, email: config.EMAIL_PROVIDER, push: config.PUSH_PROVIDER },
+    },
     "delivery worker started",
   );
 
@@ -100,6 +104,7 @@ async function main(): Promise<void> {
     await worker.close();
     await sweeping;
     await relay.stop();
+    await providers.email.close?.();
     await queue.close();
     redis.disconnect();
     workerRedis.disconnect();

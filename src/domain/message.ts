@@ -1,3 +1,4 @@
+import type { EmailTemplateFields, PushContent } from "./channel-content.js";
 import type { DeliveryError, DeliveryOutcome } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";
@@ -25,21 +26,29 @@ export const TRANSITIONS: Readonly<Record<Status | "initial", readonly Status[]>
 
 export const TERMINAL_STATUSES: readonly Status[] = ["success", "failed", "rejected"];
 
-/** Everything fixed at acceptance. Timestamps are ISO 8601 strings so events are plain JSON. */
-export interface MessageContent {
+interface CommonContent {
   id: string;
   organizationId: string;
   productId: string;
-  channel: Channel;
   priority: PriorityTier;
   notificationType: NotificationType | null;
   retryEnabled: boolean;
+  /** E.164 number (SMS), the `to` addresses (e-mail), the subscription's endpoint (push). */
   recipient: string;
+  /** Sender id (SMS), `from_email` (e-mail), the VAPID subject (push). */
   sender: string;
-  body: string;
   /** After this instant no attempt starts and no retry is scheduled. */
   expiresAt: string;
 }
+
+/** Everything fixed at acceptance. Timestamps are ISO 8601 strings so events are plain JSON. */
+export type MessageContent =
+  | (CommonContent & { channel: "sms"; body: string })
+  | (CommonContent & { channel: "email"; email: EmailTemplateFields })
+  | (CommonContent & { channel: "push"; push: PushContent });
+export type SmsMessageContent = Extract<MessageContent, { channel: "sms" }>;
+export type EmailMessageContent = Extract<MessageContent, { channel: "email" }>;
+export type PushMessageContent = Extract<MessageContent, { channel: "push" }>;
 
 export const FAILED_REASONS = [
   "retries_exhausted",
@@ -49,7 +58,12 @@ export const FAILED_REASONS = [
   "outcome_unknown",
 ] as const;
 export type FailedReason = (typeof FAILED_REASONS)[number];
-export const REJECTED_REASONS = ["organization_inactive", "recipient_refused"] as const;
+export const REJECTED_REASONS = [
+  "organization_inactive",
+  "recipient_refused",
+  "template_not_found",
+  "template_render_failed",
+] as const;
 export type RejectedReason = (typeof REJECTED_REASONS)[number];
 
 export type MessageEvent =
@@ -169,8 +183,11 @@ export function fold(events: readonly MessageEvent[], from: MessageState = initi
 
 export type Command =
   | { type: "accept"; message: MessageContent; now: Date }
-  /** Pre-send check refused the message (e.g. its organization was deactivated). */
-  | { type: "reject_before_send"; reason: RejectedReason; now: Date }
+  /**
+   * A check before the provider call refused the message: its organization was deactivated, or
+   * (e-mail) its template is missing or cannot be rendered. `error` says why, for the history.
+   */
+  | { type: "reject_before_send"; reason: RejectedReason; error?: DeliveryError; now: Date }
   | { type: "start_attempt"; now: Date; policy: RetryPolicy; random: number }
   | {
       type: "record_outcome";
@@ -202,19 +219,21 @@ export function decide(state: MessageState, command: Command): Decision {
           { type: "accepted", retryCount: 0, occurredAt: command.now.toISOString(), data: command.message },
         ],
       };
-    case "reject_before_send":
-      if (state.status !== "accepted")
+    case "reject_before_send": {
+      if (state.status !== "accepted" && state.status !== "pending")
         return { refused: "illegal", reason: `cannot reject a ${state.status} message before sending` };
+      const { reason, error } = command;
       return {
         events: [
           {
             type: "rejected",
-            retryCount: 0,
+            retryCount: state.retryCount,
             occurredAt: command.now.toISOString(),
-            data: { reason: command.reason, attempt: 0 },
+            data: { reason, attempt: state.attempts, ...(error && { error }) },
           },
         ],
       };
+    }
     case "start_attempt":
       return startAttempt(state, command);
     case "record_outcome":

@@ -75,6 +75,15 @@ export const idempotencyKeyHeader = z
       "Replays the first 202 for a repeated request (same key and body) within 24 h; 422 with another body",
   });
 
+/**
+ * Any JSON value. A parsed JSON body holds nothing else, so this only insists on presence;
+ * (`z.json()` is recursive, which the OpenAPI generator cannot follow.)
+ */
+export const anyJson = z
+  .unknown()
+  .refine((value) => value !== undefined, "is required")
+  .meta({ description: "Any JSON value" });
+
 export const dryRunQuery = z
   .enum(["true", "false"], { error: "must be true or false" })
   .optional()

@@ -87,7 +87,7 @@ export class AcceptBatcher {
             select * from json_to_recordset(${JSON.stringify(written.map(({ item }, ord) => inputRow(item, ord)))}::json) as t(
               message_id uuid, organization_id uuid, product_id text, channel text, status text,
               priority text, notification_type text, recipient text, sender text, body text,
-              retry_enabled boolean, retry_count integer, version integer, created_at timestamptz,
+              subject text, template_fields jsonb, retry_enabled boolean, retry_count integer, version integer, created_at timestamptz,
               updated_at timestamptz, event_type text, event_retry_count integer, event_data jsonb,
               occurred_at timestamptz, queue_prefix text, queue_priority smallint,
               idempotency_key text, request_hash text, ord integer)
@@ -117,7 +117,7 @@ export class AcceptBatcher {
               notification_type, recipient, sender, body, subject, template_fields, retry_enabled,
               retry_count, version, next_attempt_at, delivery_time, created_at, updated_at)
             select message_id, organization_id, product_id, channel, status, priority,
-              notification_type, recipient, sender, body, null, null, retry_enabled,
+              notification_type, recipient, sender, body, subject, template_fields, retry_enabled,
               retry_count, version, null, null, created_at, updated_at
             from accepted
           ),

@@ -22,12 +22,19 @@ export interface AcceptDeps {
   metrics?: Pick<Metrics, "messageAccepted">;
 }
 
+/** What a send request says about its channel: the content minus what acceptance fills in. */
+export type ChannelContent = MessageContent extends infer C
+  ? C extends MessageContent
+    ? Omit<
+        C,
+        "id" | "organizationId" | "productId" | "priority" | "notificationType" | "retryEnabled" | "expiresAt"
+      >
+    : never
+  : never;
+
 export interface AcceptRequest {
   organization: Organization;
-  channel: MessageContent["channel"];
-  recipient: string;
-  sender: string;
-  body: string;
+  content: ChannelContent;
   retryEnabled: boolean;
   notificationType: NotificationType | undefined;
   idempotency?: { key: string; requestHash: string };
@@ -61,16 +68,13 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
   const messageId = deps.newId();
   const priority = tierOf(request.notificationType);
   const content: MessageContent = {
+    ...request.content,
     id: messageId,
     organizationId: request.organization.id,
     productId: request.organization.productId,
-    channel: request.channel,
     priority,
     notificationType: request.notificationType ?? null,
     retryEnabled: request.retryEnabled,
-    recipient: request.recipient,
-    sender: request.sender,
-    body: request.body,
     expiresAt: new Date(now.getTime() + TIME_TO_LIVE_MS[priority]).toISOString(),
   };
   const decision = decide(initialState, { type: "accept", message: content, now });

@@ -16,8 +16,13 @@ export const messageRecord = z
       .meta({ description: "When the provider accepted it; null until then" }),
     organization_id: z.uuid(),
     product_id: z.string(),
-    receiver_id: z.string().meta({ description: "The recipient (SMS: E.164)" }),
-    sender_id: z.string(),
+    receiver_id: z.string().meta({
+      description:
+        "The recipient: SMS the E.164 number; e-mail the `to` addresses, comma-separated; push the subscription's endpoint",
+    }),
+    sender_id: z.string().meta({
+      description: "SMS the sender id; e-mail `from_email`; push the VAPID subject (`VAPID_SUBJECT`)",
+    }),
     retry_count: z.int().min(0),
     created_at: timestamp,
     updated_at: timestamp,
@@ -25,15 +30,23 @@ export const messageRecord = z
       Organization_id: z.uuid(),
       channel: z.enum(CHANNELS),
       id: z.uuid(),
-      message: z.string(),
+      message: z.string().nullable().meta({
+        description: "SMS: the text; push: the notification's body; e-mail: null (the template is its body)",
+      }),
       priority: z.enum(PRIORITY_TIERS),
       product_id: z.string(),
       recipient: z.string(),
       retry_enabled: z.boolean(),
       sender: z.string(),
       retry_count: z.int().min(0),
-      subject: z.string().nullable().meta({ description: "null for SMS" }),
-      template_fields: z.record(z.string(), z.unknown()).nullable().meta({ description: "null for SMS" }),
+      subject: z
+        .string()
+        .nullable()
+        .meta({ description: "E-mail: the subject as sent (before merging); push: the title; SMS: null" }),
+      template_fields: z.record(z.string(), z.unknown()).nullable().meta({
+        description:
+          "E-mail: the request's `payload` (template_name, template_content, message); otherwise null",
+      }),
     }),
   })
   .meta({

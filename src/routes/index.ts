@@ -8,6 +8,8 @@ import { getTemplate } from "./get-template.js";
 import { listMessages } from "./list-messages.js";
 import { listTemplates } from "./list-templates.js";
 import { onboardOrganizations } from "./onboard-organizations.js";
+import { sendEmail } from "./send-email.js";
+import { sendPush } from "./send-push.js";
 import { sendSms } from "./send-sms.js";
 import { updateTemplate } from "./update-template.js";
 
@@ -16,6 +18,8 @@ export const routes: readonly Route[] = [
   getOrganization,
   onboardOrganizations,
   sendSms,
+  sendEmail,
+  sendPush,
   listMessages,
   getMessage,
   getMessageEvents,
@@ -30,6 +34,7 @@ export const routes: readonly Route[] = [
 export const apiInfo = {
   title: "Notification API",
   description:
-    "Multi-tenant notifications: onboard organizations, send SMS, read every message's record and history. " +
+    "Multi-tenant notifications: onboard organizations, send SMS, e-mail (from templates) and Web Push, " +
+    "read every message's record and history. " +
     'Every error is JSON `{ "error": "<readable message>" }`.',
 };

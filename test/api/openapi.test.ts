@@ -1,3 +1,4 @@
+import { createECDH, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { createApp } from "../../src/app.js";
@@ -42,7 +43,30 @@ const MESSAGES = "/api/v1/messages";
 const MESSAGE = "/api/v1/messages/{message_id}";
 const EVENTS = "/api/v1/messages/{message_id}/events";
 const UNKNOWN_ID = "01900000-0000-7000-8000-000000000000";
+const EMAIL = "/api/v1/notifications/email";
+const PUSH = "/api/v1/notifications/push";
 const sms = { payload: { to: "+14155550100", body: "hello", sender: "ACME" } };
+const email = {
+  payload: {
+    template_name: "welcome",
+    message: { from_email: "a@acme.test", subject: "Hi", to: [{ email: "b@example.com" }] },
+  },
+};
+const pushKey = createECDH("prime256v1");
+pushKey.generateKeys();
+const push = {
+  payload: {
+    to: {
+      endpoint: "https://push.example.test/x",
+      keys: {
+        p256dh: pushKey.getPublicKey().toString("base64url"),
+        auth: randomBytes(16).toString("base64url"),
+      },
+    },
+    title: "Hi",
+    body: "there",
+  },
+};
 
 function get(path: string, apiKey: string | undefined, app = h.app) {
   return app.request(path, { headers: apiKey ? { "x-api-key": apiKey } : {} });
@@ -102,7 +126,7 @@ describe("GET /openapi.json", () => {
       Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
     );
     expect(served).toEqual(new Set(documented));
-    expect(documented).toHaveLength(6);
+    expect(documented).toHaveLength(13);
   });
 
   it("names the security scheme of each route's authentication", () => {
@@ -175,29 +199,33 @@ describe("every response matches the document", () => {
     expect(statuses).toEqual([200, 400, 404, 401, 403, 503]);
   });
 
-  it(`POST ${SMS}`, async () => {
+  it.each([
+    [SMS, sms],
+    [EMAIL, email],
+    [PUSH, push],
+  ])("POST %s", async (path, body) => {
     const key = { "x-api-key": org.apiKey };
-    const idempotent = { ...key, "idempotency-key": `doc-${Date.now()}` };
+    const idempotent = { ...key, "idempotency-key": `doc-${path}-${Date.now()}` };
     const cases = [
-      () => postJson(SMS, sms, key), // 202
-      () => postJson(SMS, sms, idempotent), // 202
-      () => postJson(SMS, sms, idempotent), // 202, replayed
-      () => postJson(SMS, { ...sms, retry_enabled: false }, idempotent), // 422
-      () => postJson(`${SMS}?dry_run=true`, sms, key), // 200
-      () => postJson(SMS, { ...sms, extra: 1 }, key), // 400
-      () => postJson(`${SMS}?dry_run=maybe`, sms, key), // 400
-      () => postJson(SMS, sms, { ...key, "idempotency-key": "k".repeat(256) }), // 400
-      () => postJson(SMS, sms, { ...key, "content-type": "text/plain" }), // 415
-      () => postJson(SMS, { payload: { ...sms.payload, body: "x".repeat(70_000) } }, key), // 413
-      () => postJson(SMS, sms), // 401
-      () => postJson(SMS, sms, key, failingIds), // 500
-      () => postJson(SMS, sms, key, offline), // 503
+      () => postJson(path, body, key), // 202
+      () => postJson(path, body, idempotent), // 202
+      () => postJson(path, body, idempotent), // 202, replayed
+      () => postJson(path, { ...body, retry_enabled: false }, idempotent), // 422
+      () => postJson(`${path}?dry_run=true`, body, key), // 200
+      () => postJson(path, { ...body, extra: 1 }, key), // 400
+      () => postJson(`${path}?dry_run=maybe`, body, key), // 400
+      () => postJson(path, body, { ...key, "idempotency-key": "k".repeat(256) }), // 400
+      () => postJson(path, body, { ...key, "content-type": "text/plain" }), // 415
+      () => postJson(path, { ...body, padding: "x".repeat(70_000) }, key), // 413
+      () => postJson(path, body), // 401
+      () => postJson(path, body, key, failingIds), // 500
+      () => postJson(path, body, key, offline), // 503
     ];
     const statuses = [];
     for (const call of cases) {
       const response = await call();
       statuses.push(response.status);
-      await expectDocumented(response, "post", SMS);
+      await expectDocumented(response, "post", path);
     }
     expect(statuses).toEqual([202, 202, 202, 422, 200, 400, 400, 400, 415, 413, 401, 500, 503]);
   });
@@ -285,3 +313,171 @@ describe("every response matches the document", () => {
     });
   }
 });
+
+const TEMPLATES = "/api/v1/templates";
+const TEMPLATE = "/api/v1/templates/{name}";
+const template = { name: "documented", code: '<div mc:edit="main">*|FNAME|*</div>' };
+// An Invalid Date passes authentication (this harness caches no keys) and fails the handler's write.
+const brokenClock = createApp({ ...h.deps, now: () => new Date(Number.NaN) });
+
+describe("every template response matches the document", () => {
+  // A fresh unreachable pool per call: postgres.js backs off longer after each failed connect, so
+  // reusing `offline` would turn later 503s into request timeouts.
+  const offlinePools: ReturnType<typeof createDatabase>[] = [];
+  afterAll(() => Promise.all(offlinePools.map((pool) => pool.sql.end({ timeout: 1 }))));
+  function offlineApp() {
+    const pool = createDatabase({
+      url: "postgres://postgres@127.0.0.1:1/nowhere",
+      poolSize: 1,
+      connectTimeoutSeconds: 1,
+    });
+    offlinePools.push(pool);
+    return createApp({ ...h.deps, db: pool.db });
+  }
+
+  function send(method: "POST" | "PUT" | "DELETE", path: string, body: unknown, headers = {}, app = h.app) {
+    return app.request(path, {
+      method,
+      headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+  }
+
+  it("documents the five template operations under Templates, behind ApiKeyAuth", () => {
+    for (const [path, method] of [
+      [TEMPLATES, "post"],
+      [TEMPLATES, "get"],
+      [TEMPLATE, "get"],
+      [TEMPLATE, "put"],
+      [TEMPLATE, "delete"],
+    ] as const) {
+      const operation = document.paths[path]?.[method] as { tags?: string[]; security?: unknown } | undefined;
+      expect(operation?.tags, `${method} ${path}`).toEqual(["Templates"]);
+      expect(operation?.security, `${method} ${path}`).toEqual([{ ApiKeyAuth: [] }]);
+    }
+  });
+
+  it(`POST ${TEMPLATES}`, async () => {
+    const owner = await onboard(h);
+    const inactive = await onboard(h, { active: false });
+    const key = { "x-api-key": owner.apiKey };
+    const cases = [
+      () => send("POST", TEMPLATES, { ...template, text: "plain" }, key), // 201
+      () => send("POST", TEMPLATES, template, key), // 409
+      () => send("POST", TEMPLATES, { ...template, name: "other", subject: "x" }, key), // 400
+      () => send("POST", TEMPLATES, { ...template, name: ".bad" }, key), // 400
+      () => send("POST", TEMPLATES, "{ not json", key), // 400
+      () => send("POST", TEMPLATES, template, { ...key, "content-type": "text/html" }), // 415
+      () => send("POST", TEMPLATES, { ...template, code: "x".repeat(2_200_000) }, key), // 413
+      () => send("POST", TEMPLATES, template), // 401
+      () => send("POST", TEMPLATES, template, { "x-api-key": inactive.apiKey }), // 403
+      () => send("POST", TEMPLATES, { ...template, name: "broken" }, key, brokenClock), // 500
+      () => send("POST", TEMPLATES, template, key, offlineApp()), // 503
+    ];
+    const statuses = [];
+    for (const request of cases) {
+      const response = await request();
+      statuses.push(response.status);
+      await expectDocumentedAny(response, "post", TEMPLATES);
+    }
+    expect(statuses).toEqual([201, 409, 400, 400, 400, 415, 413, 401, 403, 500, 503]);
+  });
+
+  it(`GET ${TEMPLATES}`, async () => {
+    const owner = await onboard(h);
+    const empty = await onboard(h);
+    const inactive = await onboard(h, { active: false });
+    await send("POST", TEMPLATES, template, { "x-api-key": owner.apiKey });
+    const cases = [
+      await get(TEMPLATES, owner.apiKey), // 200
+      await get(TEMPLATES, empty.apiKey), // 200, empty
+      await get(TEMPLATES, undefined), // 401
+      await get(TEMPLATES, inactive.apiKey), // 403
+      await get(TEMPLATES, owner.apiKey, offlineApp()), // 503
+    ];
+    for (const response of cases) await expectDocumentedAny(response, "get", TEMPLATES);
+    expect(cases.map((r) => r.status)).toEqual([200, 200, 401, 403, 503]);
+  });
+
+  it(`GET ${TEMPLATE}`, async () => {
+    const owner = await onboard(h);
+    const inactive = await onboard(h, { active: false });
+    const key = { "x-api-key": owner.apiKey };
+    await send("POST", TEMPLATES, template, key);
+    await send("POST", TEMPLATES, { ...template, name: "with-text", text: "plain" }, key);
+    const cases = [
+      await get(`${TEMPLATES}/documented`, owner.apiKey), // 200, text null
+      await get(`${TEMPLATES}/with-text`, owner.apiKey), // 200
+      await get(`${TEMPLATES}/-bad`, owner.apiKey), // 400
+      await get(`${TEMPLATES}/missing`, owner.apiKey), // 404
+      await get(`${TEMPLATES}/documented`, undefined), // 401
+      await get(`${TEMPLATES}/documented`, inactive.apiKey), // 403
+      await get(`${TEMPLATES}/documented`, owner.apiKey, offlineApp()), // 503
+    ];
+    for (const response of cases) await expectDocumentedAny(response, "get", TEMPLATE);
+    expect(cases.map((r) => r.status)).toEqual([200, 200, 400, 404, 401, 403, 503]);
+  });
+
+  it(`PUT ${TEMPLATE}`, async () => {
+    const owner = await onboard(h);
+    const inactive = await onboard(h, { active: false });
+    const key = { "x-api-key": owner.apiKey };
+    await send("POST", TEMPLATES, template, key);
+    const url = `${TEMPLATES}/documented`;
+    const content = { code: "<p>v2</p>", text: "v2" };
+    const cases = [
+      () => send("PUT", url, content, key), // 200
+      () => send("PUT", url, { code: "<p>v3</p>" }, key), // 200, text null
+      () => send("PUT", url, { ...content, name: "renamed" }, key), // 400
+      () => send("PUT", `${TEMPLATES}/-bad`, content, key), // 400
+      () => send("PUT", `${TEMPLATES}/missing`, content, key), // 404
+      () => send("PUT", url, content, { ...key, "content-type": "text/plain" }), // 415
+      () => send("PUT", url, { code: "x".repeat(2_200_000) }, key), // 413
+      () => send("PUT", url, content), // 401
+      () => send("PUT", url, content, { "x-api-key": inactive.apiKey }), // 403
+      () => send("PUT", url, content, key, brokenClock), // 500
+      () => send("PUT", url, content, key, offlineApp()), // 503
+    ];
+    const statuses = [];
+    for (const request of cases) {
+      const response = await request();
+      statuses.push(response.status);
+      await expectDocumentedAny(response, "put", TEMPLATE);
+    }
+    expect(statuses).toEqual([200, 200, 400, 400, 404, 415, 413, 401, 403, 500, 503]);
+  });
+
+  it(`DELETE ${TEMPLATE}`, async () => {
+    const owner = await onboard(h);
+    const inactive = await onboard(h, { active: false });
+    const key = { "x-api-key": owner.apiKey };
+    await send("POST", TEMPLATES, template, key);
+    const url = `${TEMPLATES}/documented`;
+
+    const deleted = await send("DELETE", url, undefined, key);
+    expect(deleted.status).toBe(204);
+    expect(await deleted.text()).toBe("");
+    const declared = document.paths[TEMPLATE]?.delete?.responses["204"];
+    expect(declared, "DELETE declares 204").toBeDefined();
+    expect(declared?.content, "DELETE 204 has no body").toBeUndefined();
+
+    const cases = [
+      await send("DELETE", `${TEMPLATES}/-bad`, undefined, key), // 400
+      await send("DELETE", url, undefined, key), // 404, already deleted
+      await send("DELETE", url, undefined), // 401
+      await send("DELETE", url, undefined, { "x-api-key": inactive.apiKey }), // 403
+      await send("DELETE", url, undefined, key, offlineApp()), // 503
+    ];
+    for (const response of cases) await expectDocumentedAny(response, "delete", TEMPLATE);
+    expect(cases.map((r) => r.status)).toEqual([400, 404, 401, 403, 503]);
+  });
+});
+
+/** `expectDocumented` is typed for GET and POST; it looks up whichever operation it is given. */
+function expectDocumentedAny(response: Response, method: "get" | "post" | "put" | "delete", path: string) {
+  return (expectDocumented as (response: Response, method: string, path: string) => Promise<void>)(
+    response,
+    method,
+    path,
+  );
+}

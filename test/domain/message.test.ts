@@ -15,6 +15,7 @@ import {
   type MessageState,
   type Refusal,
   type RejectedReason,
+  type SmsMessageContent,
   STATUSES,
   type Status,
   TERMINAL_STATUSES,
@@ -36,7 +37,7 @@ const POLICY: RetryPolicy = { maxAttempts: 5, baseDelayMs: 1000, maxDelayMs: 60_
 const at = (offsetMs: number): Date => new Date(NOW.getTime() + offsetMs);
 const iso = (offsetMs: number): string => at(offsetMs).toISOString();
 
-function content(overrides: Partial<MessageContent> = {}): MessageContent {
+function content(overrides: Partial<SmsMessageContent> = {}): SmsMessageContent {
   return {
     id: "0b8f2a9e-6a55-4c1e-9b1e-3f0c2d7a1b11",
     organizationId: "org-1",
@@ -170,10 +171,11 @@ interface Knobs {
 
 const cmd = {
   accept: (message: MessageContent = content(), t = 0): Command => ({ type: "accept", message, now: at(t) }),
-  rejectBeforeSend: (reason: RejectedReason, t = 0): Command => ({
+  rejectBeforeSend: (reason: RejectedReason, t = 0, error?: DeliveryError): Command => ({
     type: "reject_before_send",
     reason,
     now: at(t),
+    ...(error && { error }),
   }),
   start: (t: number, { policy = POLICY, random = 0 }: Knobs = {}): Command => ({
     type: "start_attempt",
@@ -391,6 +393,35 @@ describe("accepted -> rejected (pre-send check)", () => {
   it("a suppressed recipient is rejected before sending", () => {
     const events = given([ev.accepted()]).when(cmd.rejectBeforeSend("recipient_refused", 500)).events();
     expect(events).toEqual([ev.rejected("recipient_refused", 0, 0, 500)]);
+  });
+
+  it("an e-mail whose template is missing is rejected with the reason in its error", () => {
+    const error: DeliveryError = {
+      class: "rejected",
+      code: "template_not_found",
+      message: 'no template named "welcome" in this organization',
+    };
+    const result = given([ev.accepted()]).when(cmd.rejectBeforeSend("template_not_found", 500, error));
+    expect(result.events()).toEqual([ev.rejected("template_not_found", 0, 0, 500, error)]);
+    expect(result.state()).toMatchObject({ status: "rejected", reason: "template_not_found" });
+  });
+});
+
+describe("pending -> rejected (pre-send check before a later attempt)", () => {
+  const error: DeliveryError = { class: "rejected", code: "template_not_found", message: "deleted" };
+
+  it("a retry whose template was deleted meanwhile is rejected, keeping its attempts and retries", () => {
+    const history = [ev.accepted(), ev.started(1, 0, SECOND), ev.scheduled(1, 1, 2 * SECOND, 5 * SECOND)];
+    const result = given(history).when(cmd.rejectBeforeSend("template_not_found", 5 * SECOND, error));
+    expect(result.events()).toEqual([ev.rejected("template_not_found", 1, 1, 5 * SECOND, error)]);
+    expect(result.state()).toMatchObject({ status: "rejected", attempts: 1, retryCount: 1 });
+  });
+
+  it("an interrupted attempt (no recorded outcome) can still be followed by a rejection", () => {
+    const result = given(historyWithAttemptInFlight(2)).when(
+      cmd.rejectBeforeSend("template_render_failed", HOUR, error),
+    );
+    expect(result.events()).toEqual([ev.rejected("template_render_failed", 2, 1, HOUR, error)]);
   });
 });
 
@@ -656,13 +687,6 @@ describe("decide refuses what the table does not allow", () => {
     expect(given(historyWithAttemptInFlight(1)).when(cmd.accept()).refused()).toMatchObject({
       refused: "illegal",
     });
-  });
-
-  it("reject_before_send is refused once an attempt has started", () => {
-    const refusal = given(historyWithAttemptInFlight(1))
-      .when(cmd.rejectBeforeSend("organization_inactive", 5))
-      .refused();
-    expect(refusal).toMatchObject({ refused: "illegal" });
   });
 
   it("reject_before_send is refused for a message that was never accepted", () => {
@@ -1025,7 +1049,7 @@ describe("random command sequences (property)", () => {
           step === 0 || roll < 0.05
             ? cmd.accept(message, now)
             : roll < 0.1
-              ? cmd.rejectBeforeSend(pick(["organization_inactive", "recipient_refused"] as const), now)
+              ? cmd.rejectBeforeSend(pick(["organization_inactive", "template_not_found"] as const), now)
               : roll < 0.55
                 ? cmd.start(now, knobs)
                 : cmd.record(attempt, pick(outcomes), now, knobs);
@@ -1073,7 +1097,11 @@ describe("random command sequences (property)", () => {
             : state.retryCount >= state.attempts - 1 && state.retryCount <= state.attempts,
           `${where}: retry_count ${state.retryCount} for ${state.attempts} attempts`,
         );
-        if (state.status === "success" || (state.status === "rejected" && state.attempts > 0)) {
+        // A provider's answer ends the attempt it answers; a pre-send rejection may follow a retry.
+        if (
+          state.status === "success" ||
+          (state.status === "rejected" && state.reason === "recipient_refused")
+        ) {
           check(state.retryCount === state.attempts - 1, `${where}: retry_count != attempts - 1`);
         }
         if (isTerminal(state.status))

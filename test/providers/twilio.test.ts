@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { DeliveryOutcome } from "../../src/domain/delivery-outcome.js";
 import { createSmsProvider } from "../../workers/providers/index.js";
-import type { SmsMessage, SmsProvider } from "../../workers/providers/sms-provider.js";
-import { parseRetryAfter, TwilioSmsProvider } from "../../workers/providers/twilio.js";
+import type { SmsMessage, SmsProvider } from "../../workers/providers/sms/provider.js";
+import { parseRetryAfter, TwilioSmsProvider } from "../../workers/providers/sms/twilio.js";
 
 const ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef";
 const AUTH_TOKEN = "tok_3f9c2a7be1d64c58a0f1e2d3c4b5a697";

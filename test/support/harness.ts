@@ -14,11 +14,24 @@ import {
 } from "../../src/messages/delivery-queue.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../src/messages/outbox-relay.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
+import type { Providers } from "../../workers/channels.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
-import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
-import type { SmsProvider } from "../../workers/providers/sms-provider.js";
+import { SimulatorEmailProvider } from "../../workers/providers/email/simulator.js";
+import { SimulatorPushProvider } from "../../workers/providers/push/simulator.js";
+import { SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
 
 export const silentLogger = pino({ level: "silent" });
+
+/** Every channel's simulator (rate-limited cases ask for 50 ms), with some replaced. */
+export function simulatorProviders(overrides: Partial<Providers> = {}): Providers {
+  const options = { rateLimitRetryAfterMs: 50 };
+  return {
+    sms: new SimulatorSmsProvider(options),
+    email: new SimulatorEmailProvider(options),
+    push: new SimulatorPushProvider(options),
+    ...overrides,
+  };
+}
 
 /**
  * The real stack in-process, isolated: this run's database, and a BullMQ prefix of its own so
@@ -54,10 +67,10 @@ export function createHarness(env: Record<string, string> = {}) {
      * Starts an in-process delivery worker on this harness's queue and, like the worker process,
      * the outbox relay that moves accepted messages into that queue.
      */
-    startWorker(options: { provider?: SmsProvider; concurrency?: number; metrics?: Metrics } = {}) {
+    startWorker(options: { providers?: Partial<Providers>; concurrency?: number; metrics?: Metrics } = {}) {
       const processor = createDeliveryProcessor({
         db,
-        provider: options.provider ?? new SimulatorSmsProvider({ rateLimitRetryAfterMs: 50 }),
+        providers: simulatorProviders(options.providers),
         policy: {
           maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
           baseDelayMs: config.RETRY_BASE_DELAY_MS,
@@ -129,6 +142,22 @@ export async function onboard(
   return { ...organization, productId };
 }
 
+/** POST /api/v1/notifications/{channel}; a string body is sent as it is. */
+export function sendNotification(
+  harness: Harness,
+  channel: "sms" | "email" | "push",
+  apiKey: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  query = "",
+) {
+  return harness.app.request(`/api/v1/notifications/${channel}${query}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey, ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
 export function sendSms(
   harness: Harness,
   apiKey: string,
@@ -136,11 +165,22 @@ export function sendSms(
   headers: Record<string, string> = {},
   query = "",
 ) {
-  return harness.app.request(`/api/v1/notifications/sms${query}`, {
+  return sendNotification(harness, "sms", apiKey, body, headers, query);
+}
+
+/** Stores an e-mail template for the key's organization; throws unless it is created. */
+export async function createTemplate(
+  harness: Harness,
+  apiKey: string,
+  template: { name: string; code: string; text?: string },
+) {
+  const response = await harness.app.request("/api/v1/templates", {
     method: "POST",
-    headers: { "content-type": "application/json", "x-api-key": apiKey, ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    headers: { "content-type": "application/json", "x-api-key": apiKey },
+    body: JSON.stringify(template),
   });
+  if (response.status !== 201)
+    throw new Error(`template not created: ${response.status} ${await response.text()}`);
 }
 
 export function getMessage(harness: Harness, apiKey: string, messageId: string) {

@@ -9,8 +9,8 @@ import type { RetryPolicy } from "../../src/domain/retry-policy.js";
 import type { DeliveryJobData } from "../../src/messages/delivery-queue.js";
 import { appendEvents, ConcurrencyError, loadMessage } from "../../src/messages/event-store.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
-import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
-import type { SmsMessage, SmsProvider } from "../../workers/providers/sms-provider.js";
+import type { SmsMessage, SmsProvider } from "../../workers/providers/sms/provider.js";
+import { SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
 import {
   createHarness,
   eventually,
@@ -19,6 +19,7 @@ import {
   onboard,
   sendSms,
   silentLogger,
+  simulatorProviders,
 } from "../support/harness.js";
 import {
   attemptsOf,
@@ -113,7 +114,7 @@ class RecordingProvider implements SmsProvider {
 function processorFor(harness: Harness, provider: SmsProvider, now: () => Date = () => new Date()) {
   return createDeliveryProcessor({
     db: harness.db,
-    provider,
+    providers: simulatorProviders({ sms: provider }),
     policy,
     logger: silentLogger,
     now,
@@ -240,7 +241,7 @@ describe("pre-send checks", () => {
     const id = await accept(late, organization.apiKey, { payload: { to: ORDINARY, body: "hello" } });
     await late.db.update(organizations).set({ active: false }).where(eq(organizations.id, organization.id));
     const provider = new RecordingProvider();
-    late.startWorker({ provider });
+    late.startWorker({ providers: { sms: provider } });
 
     // Read the record from the database: the API now answers 403 for this organization's key.
     const row = await eventually(async () => {

@@ -7,7 +7,6 @@ import type { RetryPolicy } from "../../src/domain/retry-policy.js";
 import { DELIVERY_QUEUE, type DeliveryJobData } from "../../src/messages/delivery-queue.js";
 import { appendEvents, loadMessage } from "../../src/messages/event-store.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
-import { SimulatorSmsProvider } from "../../workers/providers/simulator.js";
 import { sweep } from "../../workers/sweeper.js";
 import {
   createHarness,
@@ -15,6 +14,7 @@ import {
   getMessage,
   onboard,
   silentLogger,
+  simulatorProviders,
   unreachableQueue,
 } from "../support/harness.js";
 import { attemptsOf, dataOf, expectFinishedHistory, rowOf, shapeOf } from "./history.js";
@@ -39,7 +39,7 @@ function startScopedWorker(): void {
   if (worker) return;
   const deliver = createDeliveryProcessor({
     db: h.db,
-    provider: new SimulatorSmsProvider(),
+    providers: simulatorProviders(),
     policy,
     logger: silentLogger,
     now: () => new Date(),

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { DeliveryOutcome, FailureClass } from "../../src/domain/delivery-outcome.js";
-import type { SmsMessage, SmsProvider } from "./sms-provider.js";
+import type { DeliveryOutcome, FailureClass } from "../../../src/domain/delivery-outcome.js";
+import type { SmsMessage, SmsProvider } from "./provider.js";
 
 /** How the simulator treats one special recipient. */
 export interface SimulatedRecipient {

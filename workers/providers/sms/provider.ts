@@ -1,4 +1,4 @@
-import type { DeliveryOutcome } from "../../src/domain/delivery-outcome.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
 
 export interface SmsMessage {
   messageId: string;

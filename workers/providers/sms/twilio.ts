@@ -1,5 +1,5 @@
-import type { DeliveryError, DeliveryOutcome } from "../../src/domain/delivery-outcome.js";
-import type { SmsMessage, SmsProvider } from "./sms-provider.js";
+import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
   accountSid: string;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createSmsProvider } from "../../workers/providers/index.js";
-import { SIMULATOR_RECIPIENTS, SimulatorSmsProvider } from "../../workers/providers/simulator.js";
-import type { SmsMessage } from "../../workers/providers/sms-provider.js";
+import type { SmsMessage } from "../../workers/providers/sms/provider.js";
+import { SIMULATOR_RECIPIENTS, SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
 
 function message(to: string, attempt: number, messageId = "msg-1"): SmsMessage {
   return { messageId, to, from: "Notify", body: "Your code is 123456", attempt };

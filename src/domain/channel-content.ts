@@ -1,0 +1,37 @@
+/**
+ * What each channel's messages carry besides the common fields, exactly as events store it.
+ * E-mail follows Mailchimp Transactional's (Mandrill's) send-template call; push is a Web Push
+ * subscription plus the notification shown.
+ */
+
+export const MERGE_LANGUAGES = ["mailchimp", "handlebars"] as const;
+export type MergeLanguage = (typeof MERGE_LANGUAGES)[number];
+
+export const EMAIL_RECIPIENT_TYPES = ["to", "cc", "bcc"] as const;
+export type EmailRecipientType = (typeof EMAIL_RECIPIENT_TYPES)[number];
+
+/** `payload.template_fields` of an e-mail's record: the request's `payload`, as validated. */
+export interface EmailTemplateFields {
+  template_name: string;
+  /** Editable regions: the element with `mc:edit="<name>"` gets `content` as its inner HTML. */
+  template_content: Array<{ name: string; content: string }>;
+  message: {
+    from_email: string;
+    from_name?: string;
+    subject: string;
+    to: Array<{ email: string; name?: string; type: EmailRecipientType }>;
+    merge_language: MergeLanguage;
+    global_merge_vars: Array<{ name: string; content: unknown }>;
+  };
+}
+
+export interface PushContent {
+  /** The subscription's keys (its endpoint is the message's recipient). */
+  keys: { p256dh: string; auth: string };
+  title: string;
+  body: string;
+  /** Free-form JSON handed to the service worker with the notification. */
+  data: unknown;
+  /** How long the push service keeps it for an offline device; null: until the message expires. */
+  ttlSeconds: number | null;
+}

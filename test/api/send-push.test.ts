@@ -1,0 +1,168 @@
+import { createECDH, randomBytes } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { messageEvents, messages } from "../../db/schema.js";
+import { createHarness, getMessage, onboard, sendNotification } from "../support/harness.js";
+
+const h = createHarness({ VAPID_SUBJECT: "mailto:ops@acme.test" });
+let apiKey = "";
+let organizationId = "";
+beforeAll(async () => {
+  const org = await onboard(h);
+  apiKey = org.apiKey;
+  organizationId = org.id;
+});
+afterAll(() => h.close());
+
+const ecdh = createECDH("prime256v1");
+ecdh.generateKeys();
+const subscription = {
+  endpoint: "https://push.example.test/send/abc123",
+  expirationTime: null,
+  keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: randomBytes(16).toString("base64url") },
+};
+const valid = {
+  payload: {
+    to: subscription,
+    title: "Your order shipped",
+    body: "It arrives Tuesday",
+    data: { url: "/orders/42" },
+  },
+};
+
+const send = (body: unknown, headers: Record<string, string> = {}, query = "") =>
+  sendNotification(h, "push", apiKey, body, headers, query);
+
+async function expectError(response: Response, status: number, pattern?: RegExp) {
+  expect(response.status).toBe(status);
+  const body = (await response.json()) as { error: string };
+  expect(Object.keys(body)).toEqual(["error"]);
+  if (pattern) expect(body.error).toMatch(pattern);
+}
+
+async function countMessages() {
+  const [row] = await h.db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(messages)
+    .where(eq(messages.organizationId, organizationId));
+  return row?.n ?? 0;
+}
+
+async function acceptedId(body: unknown): Promise<string> {
+  const response = await send(body);
+  expect(response.status).toBe(202);
+  const answer = (await response.json()) as { message: string; request_id: string };
+  expect(answer.message).toBe("Push notification accepted");
+  return answer.request_id;
+}
+
+describe("POST /api/v1/notifications/push", () => {
+  it("accepts a browser's PushSubscription.toJSON() as recipient with 202", async () => {
+    const id = await acceptedId(valid);
+    const events = await h.db.select().from(messageEvents).where(eq(messageEvents.messageId, id));
+    expect(events.map((e) => [e.seq, e.type])).toEqual([[1, "accepted"]]);
+  });
+
+  it("fills the record: endpoint as recipient, VAPID subject as sender, title as subject, body as message", async () => {
+    const id = await acceptedId({ ...valid, notification_type: "SECURITY_ALERT" });
+    const record = (await (await getMessage(h, apiKey, id)).json()) as Record<string, unknown> & {
+      payload: Record<string, unknown>;
+    };
+    expect(record).toMatchObject({
+      channel: "push",
+      status: "accepted",
+      receiver_id: subscription.endpoint,
+      sender_id: "mailto:ops@acme.test",
+    });
+    expect(record.payload).toMatchObject({
+      channel: "push",
+      recipient: subscription.endpoint,
+      sender: "mailto:ops@acme.test",
+      subject: "Your order shipped",
+      message: "It arrives Tuesday",
+      template_fields: null,
+      priority: "critical",
+    });
+  });
+
+  it("never puts the subscription's keys in the record", async () => {
+    const id = await acceptedId(valid);
+    const text = await (await getMessage(h, apiKey, id)).text();
+    expect(text).not.toContain(subscription.keys.auth);
+    expect(text).not.toContain(subscription.keys.p256dh);
+  });
+
+  it("accepts a subscription without expirationTime, data or ttl", async () => {
+    const { expirationTime: _, ...bare } = subscription;
+    await acceptedId({ payload: { to: bare, title: "t", body: "b" } });
+  });
+
+  describe("refuses bad input with 400 naming the field, storing nothing", () => {
+    const withTo = (patch: object) => ({ payload: { ...valid.payload, to: { ...subscription, ...patch } } });
+    const withKeys = (patch: object) => withTo({ keys: { ...subscription.keys, ...patch } });
+    const bigData = { blob: "x".repeat(3800) };
+    it.each([
+      ["a missing subscription", { payload: { title: "t", body: "b" } }, /payload\.to: is required/],
+      [
+        "an endpoint that is not a URL",
+        withTo({ endpoint: "push-service" }),
+        /to\.endpoint: must be an http\(s\) URL/,
+      ],
+      ["an ftp endpoint", withTo({ endpoint: "ftp://push.example.test/x" }), /to\.endpoint/],
+      ["missing keys", withTo({ keys: undefined }), /to\.keys: is required/],
+      ["a p256dh of the wrong length", withKeys({ p256dh: randomBytes(33).toString("base64url") }), /p256dh/],
+      [
+        "a compressed p256dh",
+        withKeys({ p256dh: Buffer.concat([Buffer.from([2]), randomBytes(64)]).toString("base64url") }),
+        /p256dh: must be an uncompressed/,
+      ],
+      [
+        "an auth secret of the wrong length",
+        withKeys({ auth: randomBytes(8).toString("base64url") }),
+        /auth: must be/,
+      ],
+      [
+        "an auth secret that is not base64url",
+        withKeys({ auth: "not base64 at all!!" }),
+        /auth: must be base64url/,
+      ],
+      ["an unknown key", withKeys({ extra: "x" }), /extra/],
+      ["a blank title", { payload: { ...valid.payload, title: " " } }, /title: must not be empty/],
+      ["a missing body", { payload: { to: subscription, title: "t" } }, /body/],
+      [
+        "a body over 2000 characters",
+        { payload: { ...valid.payload, body: "b".repeat(2001) } },
+        /body: must be at most 2000/,
+      ],
+      ["a negative ttl", { payload: { ...valid.payload, ttl: -1 } }, /ttl: must be at least 0/],
+      ["a ttl over 28 days", { payload: { ...valid.payload, ttl: 2419201 } }, /ttl: must be at most/],
+      ["a fractional ttl", { payload: { ...valid.payload, ttl: 1.5 } }, /ttl: must be a whole number/],
+      [
+        "data too large for one Web Push record",
+        { payload: { ...valid.payload, data: bigData } },
+        /at most 3800 bytes/,
+      ],
+      ["an unknown field", { payload: { ...valid.payload, icon: "/x.png" } }, /icon/],
+    ])("%s", async (_, body, pattern) => {
+      const before = await countMessages();
+      await expectError(await send(body), 400, pattern);
+      expect(await countMessages()).toBe(before);
+    });
+  });
+
+  it("validates without storing on ?dry_run=true", async () => {
+    const before = await countMessages();
+    const response = await send(valid, {}, "?dry_run=true");
+    expect(response.status).toBe(200);
+    expect(await countMessages()).toBe(before);
+  });
+
+  it("replays the first 202 for a repeated Idempotency-Key and answers 422 for another body", async () => {
+    const headers = { "Idempotency-Key": `push-${Date.now()}` };
+    const first = (await (await send(valid, headers)).json()) as { request_id: string };
+    const again = await send(valid, headers);
+    expect(again.headers.get("Idempotent-Replayed")).toBe("true");
+    expect(((await again.json()) as { request_id: string }).request_id).toBe(first.request_id);
+    await expectError(await send({ payload: { ...valid.payload, title: "Other" } }, headers), 422);
+  });
+});

@@ -1,0 +1,126 @@
+import { createHash } from "node:crypto";
+import type { DeliveryOutcome, FailureClass } from "../../../src/domain/delivery-outcome.js";
+import type { PushMessage, PushProvider } from "./provider.js";
+
+/** The origin of the simulator's special endpoints; nothing is ever sent there. */
+export const SIMULATOR_PUSH_ORIGIN = "https://push.simulator.notify.test";
+
+/** How the simulator treats one special endpoint. */
+export interface SimulatedPushEndpoint {
+  /** One line for docs and test names, e.g. "rejected: subscription gone". */
+  description: string;
+  class: FailureClass;
+  code: string;
+  /** Attempts 1..failingAttempts fail; later ones succeed. `Infinity` never succeeds. */
+  failingAttempts: number;
+  /** The failure carries the simulator's `rateLimitRetryAfterMs`, like an HTTP 429. */
+  rateLimited?: boolean;
+}
+
+/**
+ * The simulator's special endpoints, keyed by the first path segment under
+ * {@link SIMULATOR_PUSH_ORIGIN} (anything after it is ignored, so each test can use its own
+ * endpoint). Any other endpoint succeeds on the first attempt.
+ */
+export const SIMULATOR_PUSH_ENDPOINTS = {
+  gone: {
+    description: "rejected: subscription expired or unsubscribed (as a 410)",
+    class: "rejected",
+    code: "subscription_gone",
+    failingAttempts: Number.POSITIVE_INFINITY,
+  },
+  transient: {
+    description: "transient failure on every attempt",
+    class: "transient",
+    code: "simulated_outage",
+    failingAttempts: Number.POSITIVE_INFINITY,
+  },
+  "transient-once": {
+    description: "transient failure on the first attempt, then success",
+    class: "transient",
+    code: "simulated_outage",
+    failingAttempts: 1,
+  },
+  "transient-twice": {
+    description: "transient failure on the first two attempts, then success",
+    class: "transient",
+    code: "simulated_outage",
+    failingAttempts: 2,
+  },
+  "rate-limited": {
+    description: "push service rate limit (429) on the first attempt, then success",
+    class: "transient",
+    code: "rate_limited",
+    failingAttempts: 1,
+    rateLimited: true,
+  },
+  failed: {
+    description: "permanent failure on every attempt (as a 400/403: bad VAPID or request)",
+    class: "permanent",
+    code: "simulated_failure",
+    failingAttempts: Number.POSITIVE_INFINITY,
+  },
+} as const satisfies Record<string, SimulatedPushEndpoint>;
+
+export type SimulatorPushOutcome = keyof typeof SIMULATOR_PUSH_ENDPOINTS;
+
+const endpoints: Readonly<Record<string, SimulatedPushEndpoint | undefined>> = SIMULATOR_PUSH_ENDPOINTS;
+
+/** The endpoint that produces `outcome`; `suffix` (e.g. a test's name) makes it unique. */
+export function simulatorPushEndpoint(outcome: SimulatorPushOutcome, suffix?: string): string {
+  return `${SIMULATOR_PUSH_ORIGIN}/${outcome}${suffix ? `/${encodeURIComponent(suffix)}` : ""}`;
+}
+
+export interface SimulatorPushProviderOptions {
+  /** Retry-After reported for the rate-limited endpoint; default 1000. */
+  rateLimitRetryAfterMs?: number;
+}
+
+/**
+ * A deterministic sandbox standing in for real push services: the outcome depends only on the
+ * subscription's endpoint and the attempt number (see {@link SIMULATOR_PUSH_ENDPOINTS}), and
+ * nothing is sent or encrypted.
+ */
+export class SimulatorPushProvider implements PushProvider {
+  readonly name = "simulator";
+  readonly #rateLimitRetryAfterMs: number;
+
+  constructor(options: SimulatorPushProviderOptions = {}) {
+    this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;
+  }
+
+  async send(message: PushMessage): Promise<DeliveryOutcome> {
+    const special = specialEndpoint(message.subscription.endpoint);
+    if (special && message.attempt <= special.failingAttempts) {
+      return {
+        ok: false,
+        provider: this.name,
+        error: {
+          class: special.class,
+          code: special.code,
+          message: `Simulator: ${special.description} (attempt ${message.attempt})`,
+          ...(special.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
+        },
+      };
+    }
+    return { ok: true, provider: this.name, providerMessageId: simulatedMessageId(message) };
+  }
+}
+
+function specialEndpoint(endpoint: string): SimulatedPushEndpoint | undefined {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    return undefined;
+  }
+  if (url.origin !== SIMULATOR_PUSH_ORIGIN) return undefined;
+  const outcome = url.pathname.split("/")[1] ?? "";
+  return Object.hasOwn(endpoints, outcome) ? endpoints[outcome] : undefined;
+}
+
+/** Shaped like the Location a push service returns, stable for a given message and attempt. */
+function simulatedMessageId(message: PushMessage): string {
+  const digest = createHash("sha256").update(`${message.messageId}:${message.attempt}`).digest("hex");
+  return `${SIMULATOR_PUSH_ORIGIN}/messages/${digest.slice(0, 32)}`;
+}
