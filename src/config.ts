@@ -42,8 +42,12 @@ export const configSchema = z.object({
   SMTP_REQUIRE_TLS: bool.default(false),
   SMTP_USER: optionalString,
   SMTP_PASSWORD: optionalString,
-  /** `false` accepts a self-signed certificate (a private relay); keep `true` anywhere else. */
-  SMTP_TLS_REJECT_UNAUTHORIZED: bool.default(true),
+  /**
+   * Verify the server's certificate. Unset: verified whenever it matters (credentials are sent,
+   * or TLS is required or implicit); otherwise STARTTLS is opportunistic, encrypted but
+   * unverified, which is never worse than the plain text it replaces (RFC 7435).
+   */
+  SMTP_TLS_REJECT_UNAUTHORIZED: bool.optional(),
   /** Connection, greeting and each socket read: a server silent this long is a transient failure. */
   SMTP_TIMEOUT_MS: int(100, 120_000).default(10_000),
   PUSH_PROVIDER: z.enum(["simulator", "webpush"]).optional(),
@@ -81,7 +85,11 @@ export const configSchema = z.object({
 });
 
 type Parsed = z.infer<typeof configSchema>;
-export type Config = Omit<Parsed, "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER"> & {
+export type Config = Omit<
+  Parsed,
+  "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER" | "SMTP_TLS_REJECT_UNAUTHORIZED"
+> & {
+  SMTP_TLS_REJECT_UNAUTHORIZED: boolean;
   SMS_PROVIDER: NonNullable<Parsed["SMS_PROVIDER"]>;
   EMAIL_PROVIDER: NonNullable<Parsed["EMAIL_PROVIDER"]>;
   PUSH_PROVIDER: NonNullable<Parsed["PUSH_PROVIDER"]>;
@@ -127,6 +135,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     SMS_PROVIDER: smsProvider ?? "simulator",
     EMAIL_PROVIDER: emailProvider ?? "simulator",
     PUSH_PROVIDER: pushProvider ?? "simulator",
+    SMTP_TLS_REJECT_UNAUTHORIZED:
+      c.SMTP_TLS_REJECT_UNAUTHORIZED ?? (Boolean(c.SMTP_USER) || c.SMTP_SECURE || c.SMTP_REQUIRE_TLS),
   };
 }
 

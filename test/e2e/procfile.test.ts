@@ -1,51 +1,19 @@
-import { randomUUID } from "node:crypto";
-import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/harness.js";
-import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../support/processes.js";
+import { type ProcfileStack, startProcfileStack } from "../support/processes.js";
 
 /**
  * The Procfile's processes, built and run exactly as written, against a database that does not
  * exist yet: release creates and migrates it, then web and worker deliver what the API accepts.
  */
-const databaseUrl = (() => {
-  const url = new URL(inject("databaseUrl"));
-  url.pathname = `/ntf_e2e_${randomUUID().slice(0, 8)}`;
-  return url.toString();
-})();
-const processes: RunningProcess[] = [];
+let stack: ProcfileStack;
 let base = "";
-let env: Record<string, string> = {};
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  env = {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-    PORT: String(port),
-    QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
-    RETRY_BASE_DELAY_MS: "20",
-    LOG_LEVEL: "warn",
-  };
-  const commands = procfile();
-  const release = runProcess(commands.release ?? "missing-release", env);
-  expect(await release.exited, release.output()).toBe(0);
-  processes.push(
-    runProcess(commands.web ?? "missing-web", env),
-    runProcess(commands.worker ?? "missing-worker", env),
-  );
-  await waitForHttp(`${base}/healthz`);
+  stack = await startProcfileStack(inject("databaseUrl"));
+  base = stack.base;
 }, 60_000);
-
-afterAll(async () => {
-  await Promise.all(processes.map((p) => p.stop("SIGKILL")));
-  const admin = new URL(databaseUrl);
-  admin.pathname = "/postgres";
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-  await sql.unsafe(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
-  await sql.end();
-});
+afterAll(() => stack?.close());
 
 async function json(response: Response) {
   return (await response.json()) as Record<string, unknown>;
@@ -96,7 +64,7 @@ describe("the Procfile's processes", () => {
   });
 
   it("web and worker exit cleanly on SIGTERM", async () => {
-    const codes = await Promise.all(processes.map((p) => p.stop("SIGTERM")));
+    const codes = await Promise.all([stack.web.stop("SIGTERM"), stack.worker.stop("SIGTERM")]);
     expect(codes).toEqual([0, 0]);
   });
 });

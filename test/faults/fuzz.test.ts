@@ -1,11 +1,11 @@
-import { randomUUID } from "node:crypto";
+import { createECDH, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { NOTIFICATION_TYPES } from "../../src/domain/priority.js";
 import { createEncryptionApp } from "../../src/encryption/app.js";
 import { loadEncryptionConfig } from "../../src/encryption/config.js";
-import { createHarness, onboard } from "../support/harness.js";
+import { createHarness, createTemplate, onboard } from "../support/harness.js";
 
 /**
  * Property-based fuzzing of every endpoint's path, headers and body, in-process against the real
@@ -38,6 +38,7 @@ beforeAll(async () => {
     body: JSON.stringify({ payload: { to: "+14155550100", body: "fuzz seed" } }),
   });
   messageId = ((await sent.json()) as { request_id: string }).request_id;
+  await createTemplate(h, org.apiKey, { name: "welcome", code: "<p>Hello *|NAME|*</p>" });
 });
 
 afterAll(async () => {
@@ -137,6 +138,159 @@ const smsBody = fc.record(
   },
   { requiredKeys: ["payload", "retry_enabled", "notification_type", "unknown_field"] },
 );
+const emailAddress = pick(
+  fc.constantFrom("ada@example.com", "ops@acme.test", "transient-once@simulator.notify.test"),
+  fc.oneof(fc.emailAddress(), fc.constantFrom("", "a@", "@b.c", "a b@c.d", `${"x".repeat(250)}@e.co`)),
+);
+const emailBody = fc.record(
+  {
+    payload: pick(
+      fc.record(
+        {
+          template_name: pick(
+            fc.constantFrom("welcome", "missing", "a.b-c_d"),
+            fc.constantFrom("", " x", "é", "x".repeat(101)),
+          ),
+          template_content: pick(
+            optional(
+              fc.array(fc.record({ name: fc.string({ minLength: 1, maxLength: 10 }), content: text }), {
+                maxLength: 3,
+              }),
+            ),
+          ),
+          message: pick(
+            fc.record(
+              {
+                from_email: emailAddress,
+                from_name: pick(optional(text), fc.constantFrom("a\r\nBcc: x@y.z", "x".repeat(101))),
+                subject: pick(
+                  fc.string({ minLength: 1, maxLength: 40 }).map((v) => `fuzz ${v}`),
+                  fc.constantFrom("", " ", "a\nb", "x".repeat(999)),
+                ),
+                to: pick(
+                  fc.array(
+                    fc.record(
+                      {
+                        email: emailAddress,
+                        name: pick(optional(text)),
+                        type: pick(optional(fc.constantFrom("to", "cc", "bcc"))),
+                      },
+                      { requiredKeys: ["email", "name", "type"] },
+                    ),
+                    { minLength: 1, maxLength: 3 },
+                  ),
+                  fc.constantFrom([], [{ email: "a@b.co", type: "cc" }]),
+                ),
+                merge_language: pick(
+                  optional(fc.constantFrom("mailchimp", "handlebars")),
+                  fc.constantFrom("liquid", ""),
+                ),
+                global_merge_vars: pick(
+                  optional(
+                    fc.array(
+                      fc.record({
+                        name: fc.stringMatching(/^[A-Za-z][A-Za-z0-9_]{0,8}$/),
+                        content: fc.jsonValue(),
+                      }),
+                      { maxLength: 3 },
+                    ),
+                  ),
+                ),
+                extra: rarely(fc.jsonValue()),
+              },
+              {
+                requiredKeys: [
+                  "from_email",
+                  "from_name",
+                  "subject",
+                  "to",
+                  "merge_language",
+                  "global_merge_vars",
+                  "extra",
+                ],
+              },
+            ),
+          ),
+        },
+        { requiredKeys: ["template_name", "template_content", "message"] },
+      ),
+    ),
+    retry_enabled: pick(optional(fc.boolean())),
+    notification_type: pick(optional(fc.constantFrom(...NOTIFICATION_TYPES))),
+  },
+  { requiredKeys: ["payload", "retry_enabled", "notification_type"] },
+);
+const pushKey = (() => {
+  const ecdh = createECDH("prime256v1");
+  ecdh.generateKeys();
+  return ecdh.getPublicKey().toString("base64url");
+})();
+const pushBody = fc.record(
+  {
+    payload: pick(
+      fc.record(
+        {
+          to: pick(
+            fc.record(
+              {
+                endpoint: pick(
+                  fc.constantFrom(
+                    "https://push.simulator.notify.test/ok",
+                    "https://fcm.googleapis.com/fcm/send/abc",
+                    "http://127.0.0.1:1/x",
+                  ),
+                  fc.oneof(
+                    fc.webUrl(),
+                    fc.constantFrom("", "ftp://x.y/z", "not a url", `https://x.co/${"y".repeat(2100)}`),
+                  ),
+                ),
+                expirationTime: rarely(fc.oneof(fc.constant(null), fc.integer())),
+                keys: pick(
+                  fc.record({
+                    p256dh: pick(fc.constant(pushKey), fc.string({ unit: base64url, maxLength: 90 })),
+                    auth: pick(
+                      fc.constant("AAAAAAAAAAAAAAAAAAAAAA"),
+                      fc.string({ unit: base64url, maxLength: 30 }),
+                    ),
+                  }),
+                ),
+              },
+              { requiredKeys: ["endpoint", "keys"] },
+            ),
+          ),
+          title: pick(
+            fc.string({ minLength: 1, maxLength: 30 }).map((v) => `t ${v}`),
+            fc.constantFrom("", " ", "x".repeat(251)),
+          ),
+          body: pick(
+            fc.string({ minLength: 1, maxLength: 60 }).map((v) => `b ${v}`),
+            fc.constantFrom("", "x".repeat(2001)),
+          ),
+          data: rarely(fc.jsonValue()),
+          ttl: rarely(pick(fc.integer({ min: 0, max: 2419200 }), fc.constantFrom(-1, 1.5, 2419201, "60"))),
+        },
+        { requiredKeys: ["to", "title", "body", "data", "ttl"] },
+      ),
+    ),
+    retry_enabled: pick(optional(fc.boolean())),
+  },
+  { requiredKeys: ["payload", "retry_enabled"] },
+);
+const templateBody = fc.record(
+  {
+    name: pick(
+      fc.uuid().map((id) => `t-${id}`),
+      fc.constantFrom("", "-x", "a b", "x".repeat(101)),
+    ),
+    code: pick(
+      fc.string({ minLength: 1, maxLength: 200 }).map((v) => `<p mc:edit="a">${v}</p>`),
+      fc.constantFrom(""),
+    ),
+    text: rarely(pick(fc.oneof(fc.constant(null), fc.string({ minLength: 1, maxLength: 40 })))),
+    other: rarely(fc.jsonValue()),
+  },
+  { requiredKeys: ["name", "code", "text", "other"] },
+);
 const onboardingBody = fc.record(
   {
     organizations: pick(
@@ -213,7 +367,9 @@ async function stored(productId: string): Promise<string> {
         where o.product_id = ${productId})::int as keys,
       (select count(*) from message_events where organization_id = ${org.id})::int as events,
       (select count(*) from messages where organization_id = ${org.id})::int as messages,
-      (select count(*) from idempotency_keys where organization_id = ${org.id})::int as idempotency`;
+      (select count(*) from idempotency_keys where organization_id = ${org.id})::int as idempotency,
+      (select md5(coalesce(string_agg(name || code || coalesce(text, ''), ',' order by name), ''))
+        from templates where organization_id = ${org.id}) as templates`;
   const jobs = await h.queue.getJobCountByTypes("waiting", "prioritized", "delayed", "active");
   return JSON.stringify({ ...counts, jobs });
 }
@@ -242,11 +398,15 @@ function expectSomeSuccess(statuses: number[]) {
 // ---- the properties ----------------------------------------------------------------------------
 
 describe("fuzzing every endpoint", () => {
-  it("POST /api/v1/notifications/sms", async () => {
+  it.each([
+    ["sms", smsBody],
+    ["email", emailBody],
+    ["push", pushBody],
+  ] as const)("POST /api/v1/notifications/%s", async (channel, sendBody) => {
     const statuses: number[] = [];
     await fc.assert(
       fc.asyncProperty(
-        bodyOf(smsBody),
+        bodyOf(sendBody as fc.Arbitrary<unknown>),
         contentType,
         apiKey(),
         rarely(fc.oneof(headerValue, fc.constantFrom("", "x".repeat(256)))),
@@ -257,7 +417,7 @@ describe("fuzzing every endpoint", () => {
           const before = await stored(org.productId);
           const query = dryRun === undefined ? "" : `?dry_run=${dryRun}`;
           const response = await h.app.request(
-            request(`/api/v1/notifications/sms${query}`, {
+            request(`/api/v1/notifications/${channel}${query}`, {
               method: "POST",
               headers: { "content-type": type, "x-api-key": key, "idempotency-key": idempotencyKey },
               body,
@@ -268,6 +428,32 @@ describe("fuzzing every endpoint", () => {
           statuses.push(status);
           await expectContract(response, input);
           if (status >= 400 || status === 200) expect(await stored(org.productId), input).toBe(before);
+        },
+      ),
+      { numRuns: RUNS },
+    );
+    expectSomeSuccess(statuses);
+  });
+
+  it("POST /api/v1/templates and PUT /api/v1/templates/{name}", async () => {
+    const statuses: number[] = [];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom("POST", "PUT"),
+        bodyOf(templateBody),
+        contentType,
+        apiKey(),
+        fc.oneof(fc.constant("welcome"), segment),
+        async (method, body, type, key, name) => {
+          const before = await stored(org.productId);
+          const path = method === "POST" ? "/api/v1/templates" : `/api/v1/templates/${name}`;
+          const response = await h.app.request(
+            request(path, { method, headers: { "content-type": type, "x-api-key": key }, body }),
+          );
+          const input = describeInput({ method, path, body, type, key });
+          statuses.push(response.status);
+          await expectContract(response, input);
+          if (response.status >= 400) expect(await stored(org.productId), input).toBe(before);
         },
       ),
       { numRuns: RUNS },

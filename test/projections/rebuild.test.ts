@@ -1,8 +1,16 @@
+import { createECDH } from "node:crypto";
 import { asc, inArray } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../db/schema.js";
 import { rebuildProjections } from "../../src/messages/rebuild.js";
-import { createHarness, eventually, onboard, sendSms } from "../support/harness.js";
+import {
+  createHarness,
+  createTemplate,
+  eventually,
+  onboard,
+  sendNotification,
+  sendSms,
+} from "../support/harness.js";
 import { expectFinishedHistory } from "../worker/history.js";
 
 const h = createHarness();
@@ -18,6 +26,11 @@ const RECIPIENTS = [
   "+15005550502",
   "+15005550429",
 ];
+const PUSH_KEY = (() => {
+  const ecdh = createECDH("prime256v1");
+  ecdh.generateKeys();
+  return ecdh.getPublicKey().toString("base64url");
+})();
 const TYPES = [undefined, "OTP", "DEPENDENCY_FAILURE", "EVENT_REMINDER", "NEWS_UPDATE"];
 
 let organizationIds: string[] = [];
@@ -50,6 +63,38 @@ beforeAll(async () => {
         });
       }),
     ),
+  );
+  // E-mail and push too: their records carry subject, template_fields and a null body.
+  const [first] = organizations;
+  if (!first) throw new Error("no organization");
+  await createTemplate(h, first.apiKey, { name: "hello", code: "<p>Hello *|NAME|*</p>" });
+  const email = (template: string, to: string) => ({
+    payload: {
+      template_name: template,
+      message: {
+        from_email: "a@acme.test",
+        subject: `Hi ${to}`,
+        to: [{ email: to }],
+        global_merge_vars: [{ name: "NAME", content: to }],
+      },
+    },
+  });
+  const push = (outcome: string) => ({
+    payload: {
+      to: {
+        endpoint: `https://push.simulator.notify.test/${outcome}`,
+        keys: { p256dh: PUSH_KEY, auth: "AAAAAAAAAAAAAAAAAAAAAA" },
+      },
+      title: outcome,
+      body: `push ${outcome}`,
+    },
+  });
+  requests.push(
+    sendNotification(h, "email", first.apiKey, email("hello", "ada@example.com")),
+    sendNotification(h, "email", first.apiKey, email("hello", "transient-once@simulator.notify.test")),
+    sendNotification(h, "email", first.apiKey, email("missing", "ada@example.com")),
+    sendNotification(h, "push", first.apiKey, push("ok")),
+    sendNotification(h, "push", first.apiKey, push("gone")),
   );
   const responses = await Promise.all(requests);
   messageIds = await Promise.all(

@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import postgres from "postgres";
 
 const root = join(import.meta.dirname, "..", "..");
 
@@ -70,4 +72,55 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
     if (Date.now() > deadline) throw new Error(`${url} did not answer within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+export interface ProcfileStack {
+  /** e.g. "http://127.0.0.1:41234": the web process. */
+  base: string;
+  web: RunningProcess;
+  worker: RunningProcess;
+  /** Kills what still runs and drops the stack's database. */
+  close(): Promise<void>;
+}
+
+/**
+ * The Procfile's release, web and worker, built and run exactly as written, against a database
+ * of its own that does not exist yet (release creates and migrates it) and a queue prefix of its own.
+ */
+export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Record<string, string> = {}) {
+  const databaseUrl = new URL(baseDatabaseUrl);
+  const databaseName = `ntf_e2e_${randomUUID().slice(0, 8)}`;
+  databaseUrl.pathname = `/${databaseName}`;
+  const port = await freePort();
+  const env = {
+    DATABASE_URL: databaseUrl.toString(),
+    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    PORT: String(port),
+    QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
+    RETRY_BASE_DELAY_MS: "20",
+    LOG_LEVEL: "warn",
+    WORKER_METRICS_PORT: "0",
+    ...extraEnv,
+  };
+  const commands = procfile();
+  const release = runProcess(commands.release ?? "missing-release", env);
+  const releaseCode = await release.exited;
+  if (releaseCode !== 0) throw new Error(`release exited ${releaseCode}:\n${release.output()}`);
+  const web = runProcess(commands.web ?? "missing-web", env);
+  const worker = runProcess(commands.worker ?? "missing-worker", env);
+  const base = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${base}/healthz`);
+  return {
+    base,
+    web,
+    worker,
+    async close() {
+      await Promise.all([web.stop("SIGKILL"), worker.stop("SIGKILL")]);
+      const admin = new URL(baseDatabaseUrl);
+      admin.pathname = "/postgres";
+      const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+      await sql.unsafe(`drop database if exists "${databaseName}" with (force)`);
+      await sql.end();
+    },
+  } satisfies ProcfileStack;
 }
