@@ -59,6 +59,19 @@ export const configSchema = z.object({
     .regex(/^(mailto:|https:\/\/)\S+$/, "must be a mailto: or https: URL")
     .default("mailto:notifications@localhost"),
   PUSH_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  /**
+   * Hosts push endpoints may point at, comma-separated: exact names or `*.suffix`. The worker
+   * POSTs to whatever endpoint a client gives; this keeps it off internal addresses.
+   */
+  PUSH_ENDPOINT_HOSTS: optionalString.pipe(
+    z
+      .string()
+      .regex(
+        /^\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*(,\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*)*$/,
+        "must be host names or *.suffix patterns, comma-separated",
+      )
+      .optional(),
+  ),
   MAX_DELIVERY_ATTEMPTS: int(1, 50).default(5),
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
@@ -87,8 +100,10 @@ export const configSchema = z.object({
 type Parsed = z.infer<typeof configSchema>;
 export type Config = Omit<
   Parsed,
-  "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER" | "SMTP_TLS_REJECT_UNAUTHORIZED"
+  "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER" | "SMTP_TLS_REJECT_UNAUTHORIZED" | "PUSH_ENDPOINT_HOSTS"
 > & {
+  /** null: any host. */
+  PUSH_ENDPOINT_HOSTS: readonly string[] | null;
   SMTP_TLS_REJECT_UNAUTHORIZED: boolean;
   SMS_PROVIDER: NonNullable<Parsed["SMS_PROVIDER"]>;
   EMAIL_PROVIDER: NonNullable<Parsed["EMAIL_PROVIDER"]>;
@@ -96,6 +111,14 @@ export type Config = Omit<
 };
 
 export class ConfigError extends Error {}
+
+/** The push services of Chrome/Edge/Android (FCM), Firefox, Safari and Windows. */
+export const BROWSER_PUSH_SERVICES: readonly string[] = [
+  "fcm.googleapis.com",
+  "*.push.services.mozilla.com",
+  "*.push.apple.com",
+  "*.notify.windows.com",
+];
 
 /** Parses the environment; throws a {@link ConfigError} naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -135,6 +158,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     SMS_PROVIDER: smsProvider ?? "simulator",
     EMAIL_PROVIDER: emailProvider ?? "simulator",
     PUSH_PROVIDER: pushProvider ?? "simulator",
+    PUSH_ENDPOINT_HOSTS: c.PUSH_ENDPOINT_HOSTS
+      ? c.PUSH_ENDPOINT_HOSTS.split(",").map((host) => host.trim().toLowerCase())
+      : production
+        ? BROWSER_PUSH_SERVICES
+        : null,
     SMTP_TLS_REJECT_UNAUTHORIZED:
       c.SMTP_TLS_REJECT_UNAUTHORIZED ?? (Boolean(c.SMTP_USER) || c.SMTP_SECURE || c.SMTP_REQUIRE_TLS),
   };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../src/config.js";
+import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../src/config.js";
 
 const production = {
   NODE_ENV: "production",
@@ -52,6 +52,20 @@ describe("loadConfig: channels and their providers", () => {
     );
     expect(loadConfig({ VAPID_SUBJECT: "https://example.com/contact" }).VAPID_SUBJECT).toBe(
       "https://example.com/contact",
+    );
+  });
+
+  it("allows any push endpoint host outside production, the browsers' push services in production", () => {
+    expect(loadConfig({}).PUSH_ENDPOINT_HOSTS).toBeNull();
+    expect(loadConfig(production).PUSH_ENDPOINT_HOSTS).toEqual(BROWSER_PUSH_SERVICES);
+    expect(
+      loadConfig({
+        ...production,
+        PUSH_ENDPOINT_HOSTS: " push.example.com, *.Push.Example.net,127.0.0.1:4000",
+      }).PUSH_ENDPOINT_HOSTS,
+    ).toEqual(["push.example.com", "*.push.example.net", "127.0.0.1:4000"]);
+    expect(problems({ PUSH_ENDPOINT_HOSTS: "https://push.example.com/" })).toMatch(
+      /PUSH_ENDPOINT_HOSTS: must be host names/,
     );
   });
 

@@ -160,6 +160,8 @@ export class Stack {
       NODE_ENV: "production",
       ONBOARDING_TOKEN,
       SMS_PROVIDER: "simulator",
+      EMAIL_PROVIDER: "simulator",
+      PUSH_PROVIDER: "simulator",
       LOG_LEVEL: "warn",
       ...this.#options.env,
     };

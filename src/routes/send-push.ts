@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { anyJson } from "../http/common-schemas.js";
+import { ApiError } from "../http/errors.js";
 import { parseJsonBody } from "../http/json-body.js";
 import { answerSend, payloadObjectError, sendBody, sendRouteDefinition } from "../http/send-route.js";
 import { defineRoute } from "../http/types.js";
@@ -88,6 +89,17 @@ const payload = z
 
 const body = sendBody(payload);
 
+/** `allowed`: exact hosts (`host` or `host:port`) and `*.suffix` patterns; null allows any. */
+export function hostAllowed(endpoint: URL, allowed: readonly string[] | null): boolean {
+  if (allowed === null) return true;
+  const hostname = endpoint.hostname.toLowerCase();
+  return allowed.some((pattern) =>
+    pattern.startsWith("*.")
+      ? hostname.endsWith(pattern.slice(1))
+      : pattern === hostname || pattern === endpoint.host.toLowerCase(),
+  );
+}
+
 export const sendPush = defineRoute({
   auth: "api-key",
   rateLimit: "send",
@@ -98,7 +110,8 @@ export const sendPush = defineRoute({
       "Encrypted (RFC 8291) and VAPID-signed (RFC 8292) to the subscription in `payload.to`. The " +
       "service worker receives the JSON `{ title, body, data?, message_id }`; a retry carries the " +
       "same `message_id` (and the same Web Push `Topic`), so a duplicate can be recognised. A push " +
-      "service answering 404 or 410 (the subscription is gone) makes the message `rejected`.",
+      "service answering 404 or 410 (the subscription is gone) makes the message `rejected`. The " +
+      "endpoint's host must be one of `PUSH_ENDPOINT_HOSTS` (in production by default: the browsers' push services).",
     body,
     acceptedMessage: "Push notification accepted",
   }),
@@ -106,6 +119,13 @@ export const sendPush = defineRoute({
     const { dry_run } = c.req.valid("query");
     const { "Idempotency-Key": idempotencyKey } = c.req.valid("header");
     const { payload: push, retry_enabled, notification_type } = await parseJsonBody(c, body);
+    const endpoint = new URL(push.to.endpoint);
+    if (!hostAllowed(endpoint, deps.config.PUSH_ENDPOINT_HOSTS)) {
+      throw new ApiError(
+        400,
+        `payload.to.endpoint: ${endpoint.host} is not an allowed push service (PUSH_ENDPOINT_HOSTS)`,
+      );
+    }
     return answerSend(c, deps, {
       label: "Push",
       dryRun: dry_run,

@@ -2,6 +2,7 @@ import { createECDH, randomBytes } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
+import { createApp } from "../../src/app.js";
 import { createHarness, getMessage, onboard, sendNotification } from "../support/harness.js";
 
 const h = createHarness({ VAPID_SUBJECT: "mailto:ops@acme.test" });
@@ -146,6 +147,47 @@ describe("POST /api/v1/notifications/push", () => {
     ])("%s", async (_, body, pattern) => {
       const before = await countMessages();
       await expectError(await send(body), 400, pattern);
+      expect(await countMessages()).toBe(before);
+    });
+  });
+
+  describe("PUSH_ENDPOINT_HOSTS keeps endpoints on the push services it names", () => {
+    const restricted = createApp({
+      ...h.deps,
+      config: {
+        ...h.config,
+        PUSH_ENDPOINT_HOSTS: ["fcm.googleapis.com", "*.push.apple.com", "127.0.0.1:4000"],
+      },
+    });
+    const sendTo = (endpoint: string, query = "") =>
+      restricted.request(`/api/v1/notifications/push${query}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": apiKey },
+        body: JSON.stringify({ payload: { ...valid.payload, to: { ...subscription, endpoint } } }),
+      });
+
+    it.each([
+      "https://fcm.googleapis.com/fcm/send/abc",
+      "https://web.push.apple.com/QGu",
+      "https://FCM.googleapis.com/fcm/send/abc",
+      "http://127.0.0.1:4000/push/x",
+    ])("accepts %s", async (endpoint) => {
+      expect((await sendTo(endpoint)).status).toBe(202);
+    });
+
+    it.each([
+      ["http://169.254.169.254/latest/meta-data", "169.254.169.254"],
+      ["https://push.apple.com.evil.test/x", "push.apple.com.evil.test"],
+      ["https://evilfcm.googleapis.com.test/x", "evilfcm.googleapis.com.test"],
+      ["http://127.0.0.1:5432/x", "127.0.0.1:5432"],
+    ])("refuses %s with 400, storing nothing, dry run included", async (endpoint, host) => {
+      const before = await countMessages();
+      await expectError(
+        await sendTo(endpoint),
+        400,
+        new RegExp(`${host.replaceAll(".", "\\.")} is not an allowed push service`),
+      );
+      await expectError(await sendTo(endpoint, "?dry_run=true"), 400);
       expect(await countMessages()).toBe(before);
     });
   });
