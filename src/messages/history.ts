@@ -74,7 +74,7 @@ export const historyEntry = z
       reason: z.enum(REJECTED_REASONS),
       error: providerErrorSchema
         .nullable()
-        .meta({ description: "The provider's refusal, if it came from one" }),
+        .meta({ description: "Why: the provider's refusal, or (template_*) what was wrong with the e-mail's template" }),
     }),
   ])
   .meta({
