@@ -72,9 +72,9 @@ export const historyEntry = z
       type: z.literal("rejected"),
       attempt,
       reason: z.enum(REJECTED_REASONS),
-      error: providerErrorSchema
-        .nullable()
-        .meta({ description: "Why: the provider's refusal, or (template_*) what was wrong with the e-mail's template" }),
+      error: providerErrorSchema.nullable().meta({
+        description: "Why: the provider's refusal, or (template_*) what was wrong with the e-mail's template",
+      }),
     }),
   ])
   .meta({
