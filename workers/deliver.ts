@@ -124,7 +124,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
 
   const { attempts } = state;
   const outcome = await sendSafely(prepared, attempts);
-  if (!outcome.ok) deps.metrics?.providerError(outcome.provider, outcome.error.class);
+  if (!outcome.ok) deps.metrics?.providerError(state.message.channel, outcome.provider, outcome.error.class);
   state = await recordHeld(deps, state, {
     type: "record_outcome",
     attempt: attempts,

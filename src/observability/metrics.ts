@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Database } from "../../db/client.js";
 import type { FailureClass } from "../domain/delivery-outcome.js";
-import type { MessageState } from "../domain/message.js";
+import type { Channel, MessageState } from "../domain/message.js";
 
 /**
  * The Prometheus metrics of one process. Counters count what this process did (the web process
@@ -43,8 +43,8 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
   });
   const providerErrors = new Counter({
     name: "notification_provider_errors_total",
-    help: "Failed provider calls by provider and error class (transient, rejected, permanent)",
-    labelNames: ["provider", "class"] as const,
+    help: "Failed provider calls by channel, provider and error class (transient, rejected, permanent)",
+    labelNames: ["channel", "provider", "class"] as const,
     registers: [registry],
   });
 
@@ -103,8 +103,8 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
       finished.inc(labels);
       deliveryLatency.observe(labels, (Date.parse(state.updatedAt) - Date.parse(state.acceptedAt)) / 1000);
     },
-    providerError(provider: string, errorClass: FailureClass) {
-      providerErrors.inc({ provider, class: errorClass });
+    providerError(channel: Channel, provider: string, errorClass: FailureClass) {
+      providerErrors.inc({ channel, provider, class: errorClass });
     },
   };
 }

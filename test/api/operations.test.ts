@@ -134,7 +134,11 @@ describe("/metrics", () => {
       expect(sample(text, "notification_messages_final_total", final)).toBe(1);
       expect(sample(text, "notification_delivery_latency_seconds_count", final)).toBe(1);
       expect(
-        sample(text, "notification_provider_errors_total", { provider: "simulator", class: "transient" }),
+        sample(text, "notification_provider_errors_total", {
+          channel: "sms",
+          provider: "simulator",
+          class: "transient",
+        }),
       ).toBe(1);
     } finally {
       await worker.close();

@@ -1,6 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
+import { describeApiKeyContract } from "../support/auth-contract.js";
 import { createHarness, getMessage, onboard, sendNotification } from "../support/harness.js";
 
 const h = createHarness();
@@ -254,3 +255,21 @@ describe("POST /api/v1/notifications/email", () => {
     await expectError(response, 401, /API key/);
   });
 });
+
+describeApiKeyContract(
+  "POST /api/v1/notifications/email",
+  () => h,
+  async () => {
+    const org = await onboard(h);
+    return {
+      apiKey: org.apiKey,
+      organizationId: org.id,
+      call: (key) =>
+        h.app.request("/api/v1/notifications/email", {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
+          body: JSON.stringify(valid),
+        }),
+    };
+  },
+);

@@ -3,6 +3,7 @@ import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
+import { describeApiKeyContract } from "../support/auth-contract.js";
 import { createHarness, getMessage, onboard, sendNotification } from "../support/harness.js";
 
 const h = createHarness({ VAPID_SUBJECT: "mailto:ops@acme.test" });
@@ -208,3 +209,21 @@ describe("POST /api/v1/notifications/push", () => {
     await expectError(await send({ payload: { ...valid.payload, title: "Other" } }, headers), 422);
   });
 });
+
+describeApiKeyContract(
+  "POST /api/v1/notifications/push",
+  () => h,
+  async () => {
+    const org = await onboard(h);
+    return {
+      apiKey: org.apiKey,
+      organizationId: org.id,
+      call: (key) =>
+        h.app.request("/api/v1/notifications/push", {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
+          body: JSON.stringify(valid),
+        }),
+    };
+  },
+);
