@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { apiKeys, organizations } from "../../db/schema.js";
 import { hashApiKey } from "../../src/api-keys.js";
-import { createHarness, uniqueProduct } from "../support/harness.js";
+import { createHarness, expectError, uniqueProduct } from "../support/harness.js";
 
 const h = createHarness();
 const guarded = createHarness({ ONBOARDING_TOKEN: "s3cret-onboarding-token" });
@@ -17,15 +17,6 @@ function post(harness = h, productId: string, body: unknown, headers: Record<str
     headers: { "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
-}
-
-async function expectError(response: Response, status: number, pattern?: RegExp) {
-  expect(response.status).toBe(status);
-  expect(response.headers.get("content-type")).toMatch(/application\/json/);
-  const body = (await response.json()) as { error: unknown };
-  expect(Object.keys(body)).toEqual(["error"]);
-  expect(typeof body.error).toBe("string");
-  if (pattern) expect(body.error).toMatch(pattern);
 }
 
 describe("POST /api/v1/onboarding/organizations/{productId}", () => {

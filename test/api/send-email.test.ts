@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
 import { describeApiKeyContract } from "../support/auth-contract.js";
-import { createHarness, getMessage, onboard, sendNotification } from "../support/harness.js";
+import { createHarness, expectError, getMessage, onboard, sendNotification } from "../support/harness.js";
 
 const h = createHarness();
 let apiKey = "";
@@ -38,13 +38,6 @@ const valid = {
 
 const send = (body: unknown, headers: Record<string, string> = {}, query = "") =>
   sendNotification(h, "email", apiKey, body, headers, query);
-
-async function expectError(response: Response, status: number, pattern?: RegExp) {
-  expect(response.status).toBe(status);
-  const body = (await response.json()) as { error: string };
-  expect(Object.keys(body)).toEqual(["error"]);
-  if (pattern) expect(body.error).toMatch(pattern);
-}
 
 async function countMessages() {
   const [row] = await h.db

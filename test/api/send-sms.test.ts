@@ -3,7 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents, messages } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
 import { NOTIFICATION_TYPES } from "../../src/domain/priority.js";
-import { createHarness, getMessage, onboard, sendSms, unreachableQueue } from "../support/harness.js";
+import {
+  createHarness,
+  expectError,
+  getMessage,
+  onboard,
+  sendSms,
+  unreachableQueue,
+} from "../support/harness.js";
 
 const h = createHarness({ SMS_DEFAULT_SENDER: "DefaultCo" });
 let apiKey = "";
@@ -19,14 +26,6 @@ const valid = {
   payload: { to: "+14155550100", body: "Your code is 123456", sender: "ACME" },
   retry_enabled: true,
 };
-
-async function expectError(response: Response, status: number, pattern?: RegExp) {
-  expect(response.status).toBe(status);
-  const body = (await response.json()) as { error: string };
-  expect(Object.keys(body)).toEqual(["error"]);
-  if (pattern) expect(body.error).toMatch(pattern);
-  return body.error;
-}
 
 async function countMessages() {
   const [row] = await h.db

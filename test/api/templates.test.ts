@@ -4,7 +4,7 @@ import { templates } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
 import { MAX_TEMPLATE_PART_BYTES, templateCode, templateText } from "../../src/templates/schemas.js";
 import { describeApiKeyContract } from "../support/auth-contract.js";
-import { createHarness, type Harness, onboard } from "../support/harness.js";
+import { createHarness, expectError, type Harness, onboard } from "../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
 afterAll(() => h.close());
@@ -54,14 +54,6 @@ async function created(apiKey: string, body: { name: string; code?: string; text
   const response = await create(apiKey, { code: HTML, ...body });
   expect(response.status).toBe(201);
   return (await response.json()) as TemplateBody;
-}
-
-async function expectError(response: Response, status: number, pattern?: RegExp) {
-  expect(response.status).toBe(status);
-  const body = (await response.json()) as { error: string };
-  expect(Object.keys(body)).toEqual(["error"]);
-  if (pattern) expect(body.error).toMatch(pattern);
-  return body.error;
 }
 
 async function countTemplates(organizationId: string, name?: string) {

@@ -2,9 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { DeliveryOutcome } from "../../src/domain/delivery-outcome.js";
+import { parseRetryAfter } from "../../workers/providers/http.js";
 import { createSmsProvider } from "../../workers/providers/index.js";
 import type { SmsMessage, SmsProvider } from "../../workers/providers/sms/provider.js";
-import { parseRetryAfter, TwilioSmsProvider } from "../../workers/providers/sms/twilio.js";
+import { TwilioSmsProvider } from "../../workers/providers/sms/twilio.js";
 
 const ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef";
 const AUTH_TOKEN = "tok_3f9c2a7be1d64c58a0f1e2d3c4b5a697";
@@ -314,7 +315,7 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     };
     const started = performance.now();
     const outcome = await send(provider({ timeoutMs: 200 }));
-    expect(outcome).toStrictEqual(failure("transient", "timeout", "Twilio did not answer within 200 ms"));
+    expect(outcome).toStrictEqual(failure("transient", "timeout", "No answer from Twilio within 200 ms"));
     expect(performance.now() - started).toBeLessThan(3000);
     expect(twilio.requests).toHaveLength(1);
   });

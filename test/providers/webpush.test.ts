@@ -281,7 +281,7 @@ describe("WebPushProvider against a local push service", () => {
       failure(
         "transient",
         "timeout",
-        `Push service ${new URL(service.url).host} did not answer within 300 ms`,
+        `No answer from push service ${new URL(service.url).host} within 300 ms`,
       ),
     );
     expect(elapsed).toBeGreaterThanOrEqual(250);

@@ -3,7 +3,7 @@ import { Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { v7 as uuidv7 } from "uuid";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { createApp } from "../../src/app.js";
 import { type Config, loadConfig } from "../../src/config.js";
@@ -185,6 +185,17 @@ export async function createTemplate(
 
 export function getMessage(harness: Harness, apiKey: string, messageId: string) {
   return harness.app.request(`/api/v1/messages/${messageId}`, { headers: { "x-api-key": apiKey } });
+}
+
+/** Asserts an error answer: the status, a JSON `{ "error": string }` and nothing else; returns the message. */
+export async function expectError(response: Response, status: number, pattern?: RegExp): Promise<string> {
+  expect(response.status).toBe(status);
+  expect(response.headers.get("content-type")).toMatch(/application\/json/);
+  const body = (await response.json()) as { error: unknown };
+  expect(Object.keys(body)).toEqual(["error"]);
+  expect(typeof body.error).toBe("string");
+  if (pattern) expect(body.error).toMatch(pattern);
+  return body.error as string;
 }
 
 /** Polls until `check` returns a value, or fails after `timeoutMs`. No fixed sleeps. */

@@ -1,21 +1,17 @@
-import { createHash } from "node:crypto";
-import type { DeliveryOutcome, FailureClass } from "../../../src/domain/delivery-outcome.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import {
+  type SimulatedCase,
+  type SimulatorOptions,
+  simulatedDigest,
+  simulatedOutcome,
+} from "../simulated.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
 /** Mail to this domain is never sent anywhere; `.test` is reserved for testing (RFC 2606). */
 export const SIMULATOR_EMAIL_DOMAIN = "simulator.notify.test";
 
 /** How the simulator treats one special address. */
-export interface SimulatedMailbox {
-  /** One line for docs and test names, e.g. "rejected: mailbox does not exist". */
-  description: string;
-  class: FailureClass;
-  code: string;
-  /** Attempts 1..failingAttempts fail; later ones succeed. `Infinity` never succeeds. */
-  failingAttempts: number;
-  /** The failure carries the simulator's `rateLimitRetryAfterMs`. */
-  rateLimited?: boolean;
-}
+export type SimulatedMailbox = SimulatedCase;
 
 /**
  * The simulator's special addresses, all at {@link SIMULATOR_EMAIL_DOMAIN}. The first special
@@ -66,10 +62,7 @@ export type SimulatorMailboxAddress = keyof typeof SIMULATOR_MAILBOXES;
 
 const mailboxes: ReadonlyMap<string, SimulatedMailbox> = new Map(Object.entries(SIMULATOR_MAILBOXES));
 
-export interface SimulatorEmailProviderOptions {
-  /** Retry-After reported for the rate-limited address; default 1000. */
-  rateLimitRetryAfterMs?: number;
-}
+export type SimulatorEmailProviderOptions = SimulatorOptions;
 
 /**
  * A deterministic sandbox standing in for a real mail server: the outcome depends only on the
@@ -85,19 +78,13 @@ export class SimulatorEmailProvider implements EmailProvider {
 
   async send(message: EmailMessage): Promise<DeliveryOutcome> {
     const special = firstSpecialMailbox([...message.to, ...message.cc, ...message.bcc]);
-    if (special && message.attempt <= special.mailbox.failingAttempts) {
-      return {
-        ok: false,
-        provider: this.name,
-        error: {
-          class: special.mailbox.class,
-          code: special.mailbox.code,
-          message: `Simulator: ${special.address}: ${special.mailbox.description} (attempt ${message.attempt})`,
-          ...(special.mailbox.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
-        },
-      };
-    }
-    return { ok: true, provider: this.name, providerMessageId: simulatedMessageId(message) };
+    return simulatedOutcome({
+      provider: this.name,
+      special: special && { case: special.mailbox, label: special.address },
+      attempt: message.attempt,
+      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
+      successId: `SIM${simulatedDigest(message.messageId, message.attempt)}`,
+    });
   }
 }
 
@@ -110,10 +97,4 @@ function firstSpecialMailbox(
     if (mailbox) return { address, mailbox };
   }
   return undefined;
-}
-
-/** Same shape as the SMS simulator's ids (prefix + 32 hex), stable for a message and attempt. */
-function simulatedMessageId(message: EmailMessage): string {
-  const digest = createHash("sha256").update(`${message.messageId}:${message.attempt}`).digest("hex");
-  return `SIM${digest.slice(0, 32)}`;
 }

@@ -1,21 +1,17 @@
-import { createHash } from "node:crypto";
-import type { DeliveryOutcome, FailureClass } from "../../../src/domain/delivery-outcome.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import {
+  type SimulatedCase,
+  type SimulatorOptions,
+  simulatedDigest,
+  simulatedOutcome,
+} from "../simulated.js";
 import type { PushMessage, PushProvider } from "./provider.js";
 
 /** The origin of the simulator's special endpoints; nothing is ever sent there. */
 export const SIMULATOR_PUSH_ORIGIN = "https://push.simulator.notify.test";
 
 /** How the simulator treats one special endpoint. */
-export interface SimulatedPushEndpoint {
-  /** One line for docs and test names, e.g. "rejected: subscription gone". */
-  description: string;
-  class: FailureClass;
-  code: string;
-  /** Attempts 1..failingAttempts fail; later ones succeed. `Infinity` never succeeds. */
-  failingAttempts: number;
-  /** The failure carries the simulator's `rateLimitRetryAfterMs`, like an HTTP 429. */
-  rateLimited?: boolean;
-}
+export type SimulatedPushEndpoint = SimulatedCase;
 
 /**
  * The simulator's special endpoints, keyed by the first path segment under
@@ -71,10 +67,7 @@ export function simulatorPushEndpoint(outcome: SimulatorPushOutcome, suffix?: st
   return `${SIMULATOR_PUSH_ORIGIN}/${outcome}${suffix ? `/${encodeURIComponent(suffix)}` : ""}`;
 }
 
-export interface SimulatorPushProviderOptions {
-  /** Retry-After reported for the rate-limited endpoint; default 1000. */
-  rateLimitRetryAfterMs?: number;
-}
+export type SimulatorPushProviderOptions = SimulatorOptions;
 
 /**
  * A deterministic sandbox standing in for real push services: the outcome depends only on the
@@ -91,19 +84,14 @@ export class SimulatorPushProvider implements PushProvider {
 
   async send(message: PushMessage): Promise<DeliveryOutcome> {
     const special = specialEndpoint(message.subscription.endpoint);
-    if (special && message.attempt <= special.failingAttempts) {
-      return {
-        ok: false,
-        provider: this.name,
-        error: {
-          class: special.class,
-          code: special.code,
-          message: `Simulator: ${special.description} (attempt ${message.attempt})`,
-          ...(special.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
-        },
-      };
-    }
-    return { ok: true, provider: this.name, providerMessageId: simulatedMessageId(message) };
+    return simulatedOutcome({
+      provider: this.name,
+      special: special && { case: special },
+      attempt: message.attempt,
+      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
+      // Shaped like the Location a push service returns.
+      successId: `${SIMULATOR_PUSH_ORIGIN}/messages/${simulatedDigest(message.messageId, message.attempt)}`,
+    });
   }
 }
 
@@ -117,10 +105,4 @@ function specialEndpoint(endpoint: string): SimulatedPushEndpoint | undefined {
   if (url.origin !== SIMULATOR_PUSH_ORIGIN) return undefined;
   const outcome = url.pathname.split("/")[1] ?? "";
   return Object.hasOwn(endpoints, outcome) ? endpoints[outcome] : undefined;
-}
-
-/** Shaped like the Location a push service returns, stable for a given message and attempt. */
-function simulatedMessageId(message: PushMessage): string {
-  const digest = createHash("sha256").update(`${message.messageId}:${message.attempt}`).digest("hex");
-  return `${SIMULATOR_PUSH_ORIGIN}/messages/${digest.slice(0, 32)}`;
 }

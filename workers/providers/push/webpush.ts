@@ -1,7 +1,7 @@
 import { createECDH, ECDH } from "node:crypto";
 import webpush, { type RequestDetails } from "web-push";
 import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
-import { parseRetryAfter } from "../sms/twilio.js";
+import { classifyFetchError, parseRetryAfter } from "../http.js";
 import type { PushMessage, PushProvider, PushSubscription } from "./provider.js";
 
 export interface WebPushProviderOptions {
@@ -74,7 +74,7 @@ export class WebPushProvider implements PushProvider {
     try {
       return await this.#post(message, request, host, secrets);
     } catch (err) {
-      return this.#failure(classifyThrown(err, host, this.#timeoutMs), secrets);
+      return this.#failure(classifyFetchError(err, `push service ${host}`, this.#timeoutMs), secrets);
     }
   }
 
@@ -203,32 +203,6 @@ function bodyExcerpt(text: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
   const flat = text.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim();
   return flat.length > MAX_BODY_EXCERPT ? `${flat.slice(0, MAX_BODY_EXCERPT - 1)}…` : flat;
-}
-
-function classifyThrown(err: unknown, host: string, timeoutMs: number): DeliveryError {
-  if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
-    return {
-      class: "transient",
-      code: "timeout",
-      message: `Push service ${host} did not answer within ${timeoutMs} ms`,
-    };
-  }
-  return {
-    class: "transient",
-    code: "network_error",
-    message: `Could not reach push service ${host}: ${describe(err)}`,
-  };
-}
-
-/** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */
-function describe(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause: unknown = err.cause;
-  if (cause instanceof Error) {
-    const code = "code" in cause && typeof cause.code === "string" ? cause.code : undefined;
-    return cause.message || code || err.message;
-  }
-  return err.message;
 }
 
 function redact(text: string, secrets: string[]): string {

@@ -1,18 +1,14 @@
-import { createHash } from "node:crypto";
-import type { DeliveryOutcome, FailureClass } from "../../../src/domain/delivery-outcome.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import {
+  type SimulatedCase,
+  type SimulatorOptions,
+  simulatedDigest,
+  simulatedOutcome,
+} from "../simulated.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 /** How the simulator treats one special recipient. */
-export interface SimulatedRecipient {
-  /** One line for docs and test names, e.g. "rejected: invalid number". */
-  description: string;
-  class: FailureClass;
-  code: string;
-  /** Attempts 1..failingAttempts fail; later ones succeed. `Infinity` never succeeds. */
-  failingAttempts: number;
-  /** The failure carries the simulator's `rateLimitRetryAfterMs`, like an HTTP 429. */
-  rateLimited?: boolean;
-}
+export type SimulatedRecipient = SimulatedCase;
 
 /**
  * The simulator's special recipients (DESIGN.md §6). Any number not listed here succeeds on
@@ -68,10 +64,7 @@ export type SimulatorRecipientNumber = keyof typeof SIMULATOR_RECIPIENTS;
 
 const recipients: Readonly<Record<string, SimulatedRecipient | undefined>> = SIMULATOR_RECIPIENTS;
 
-export interface SimulatorSmsProviderOptions {
-  /** Retry-After reported for the rate-limited recipient; default 1000. */
-  rateLimitRetryAfterMs?: number;
-}
+export type SimulatorSmsProviderOptions = SimulatorOptions;
 
 /**
  * A deterministic sandbox standing in for a real provider: the outcome depends only on the
@@ -87,24 +80,13 @@ export class SimulatorSmsProvider implements SmsProvider {
 
   async send(message: SmsMessage): Promise<DeliveryOutcome> {
     const special = recipients[message.to];
-    if (special && message.attempt <= special.failingAttempts) {
-      return {
-        ok: false,
-        provider: this.name,
-        error: {
-          class: special.class,
-          code: special.code,
-          message: `Simulator: ${special.description} (attempt ${message.attempt})`,
-          ...(special.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
-        },
-      };
-    }
-    return { ok: true, provider: this.name, providerMessageId: simulatedMessageId(message) };
+    return simulatedOutcome({
+      provider: this.name,
+      special: special && { case: special },
+      attempt: message.attempt,
+      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
+      // Shaped like a Twilio sid (prefix + 32 hex).
+      successId: `SIM${simulatedDigest(message.messageId, message.attempt)}`,
+    });
   }
-}
-
-/** Same shape as a Twilio sid (prefix + 32 hex), stable for a given message and attempt. */
-function simulatedMessageId(message: SmsMessage): string {
-  const digest = createHash("sha256").update(`${message.messageId}:${message.attempt}`).digest("hex");
-  return `SIM${digest.slice(0, 32)}`;
 }

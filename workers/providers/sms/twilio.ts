@@ -1,4 +1,5 @@
 import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import { classifyFetchError, parseRetryAfter } from "../http.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
@@ -47,7 +48,7 @@ export class TwilioSmsProvider implements SmsProvider {
     try {
       return await this.#send(message);
     } catch (err) {
-      return this.#failure(classifyThrown(err, this.#timeoutMs));
+      return this.#failure(classifyFetchError(err, "Twilio", this.#timeoutMs));
     }
   }
 
@@ -138,34 +139,4 @@ function classifyErrorResponse(response: Response, text: string): DeliveryError 
   }
   if (status >= 500) return { class: "transient", code, message };
   return { class: "permanent", code, message };
-}
-
-/** `Retry-After` is either delay-seconds or an HTTP date (RFC 9110 §10.2.3). */
-export function parseRetryAfter(header: string | null, now: number = Date.now()): number | undefined {
-  if (header === null) return undefined;
-  const value = header.trim();
-  if (/^\d+$/.test(value)) return Number(value) * 1000;
-  // Date.parse accepts bare numbers such as "-5" as years; an HTTP date always names a month.
-  if (!/[a-z]/i.test(value)) return undefined;
-  const date = Date.parse(value);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - now);
-}
-
-function classifyThrown(err: unknown, timeoutMs: number): DeliveryError {
-  if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
-    return { class: "transient", code: "timeout", message: `Twilio did not answer within ${timeoutMs} ms` };
-  }
-  return { class: "transient", code: "network_error", message: `Could not reach Twilio: ${describe(err)}` };
-}
-
-/** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */
-function describe(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause: unknown = err.cause;
-  if (cause instanceof Error) {
-    const code = "code" in cause && typeof cause.code === "string" ? cause.code : undefined;
-    return cause.message || code || err.message;
-  }
-  return err.message;
 }
