@@ -14,7 +14,11 @@ export interface SmtpEmailProviderOptions {
   password?: string;
   /** Applies to each wait on its own: connecting, the server's greeting, and any silence mid-session. */
   timeoutMs: number;
-  /** Default true; false accepts any certificate, which is only fit for a local test server. */
+  /**
+   * Default true. False accepts any certificate: the connection is still encrypted, but a
+   * man in the middle goes unnoticed, so the config only chooses it when no credentials are sent
+   * and TLS is not required (opportunistic STARTTLS).
+   */
   rejectUnauthorized?: boolean;
   /** Keep connections open and reuse them across messages. */
   pool: boolean;
