@@ -22,15 +22,14 @@ export interface AcceptDeps {
   metrics?: Pick<Metrics, "messageAccepted">;
 }
 
+/** `Omit` applied to each member of a union, so the union's discriminant survives. */
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
 /** What a send request says about its channel: the content minus what acceptance fills in. */
-export type ChannelContent = MessageContent extends infer C
-  ? C extends MessageContent
-    ? Omit<
-        C,
-        "id" | "organizationId" | "productId" | "priority" | "notificationType" | "retryEnabled" | "expiresAt"
-      >
-    : never
-  : never;
+export type ChannelContent = DistributiveOmit<
+  MessageContent,
+  "id" | "organizationId" | "productId" | "priority" | "notificationType" | "retryEnabled" | "expiresAt"
+>;
 
 export interface AcceptRequest {
   organization: Organization;
