@@ -50,6 +50,8 @@ export const configSchema = z.object({
   SMTP_TLS_REJECT_UNAUTHORIZED: bool.optional(),
   /** Connection, greeting and each socket read: a server silent this long is a transient failure. */
   SMTP_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  /** Connections each worker keeps open to the SMTP server; sends beyond them wait their turn. */
+  SMTP_POOL_SIZE: int(1, 100).default(5),
   PUSH_PROVIDER: z.enum(["simulator", "webpush"]).optional(),
   VAPID_PUBLIC_KEY: optionalString,
   VAPID_PRIVATE_KEY: optionalString,

@@ -288,6 +288,16 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     expect(server.received[0]?.sessionId).toBe(server.received[1]?.sessionId);
   });
 
+  it("a pooled provider opens at most maxConnections sessions for concurrent sends", async () => {
+    const p = provider({ pool: true, maxConnections: 2 });
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => send(p, { ...email, messageId: `concurrent-${i}` })),
+    );
+    expect(outcomes.every((o) => o.ok)).toBe(true);
+    expect(server.received).toHaveLength(8);
+    expect(new Set(server.received.map((r) => r.sessionId)).size).toBeLessThanOrEqual(2);
+  });
+
   it("a pooled provider classifies failures the same way", async () => {
     server.scenario = { rcpt: () => smtpError(550, "5.1.1 Mailbox unavailable") };
     expect(await send(provider({ pool: true }))).toStrictEqual(failure("permanent", "smtp_550"));

@@ -69,6 +69,7 @@ function createEmailProvider(config: Config, options: SimulatorOptions): EmailPr
         rejectUnauthorized: config.SMTP_TLS_REJECT_UNAUTHORIZED,
         timeoutMs: config.SMTP_TIMEOUT_MS,
         pool: true,
+        maxConnections: config.SMTP_POOL_SIZE,
       });
   }
   throw new ConfigError(`EMAIL_PROVIDER: unknown provider ${JSON.stringify(config.EMAIL_PROVIDER)}`);

@@ -22,6 +22,8 @@ export interface SmtpEmailProviderOptions {
   rejectUnauthorized?: boolean;
   /** Keep connections open and reuse them across messages. */
   pool: boolean;
+  /** With `pool`: most connections open at once (nodemailer's default is 5). */
+  maxConnections?: number;
 }
 
 const MAX_MESSAGE_LENGTH = 300;
@@ -63,6 +65,7 @@ export class SmtpEmailProvider implements EmailProvider {
       socketTimeout: options.timeoutMs,
       dnsTimeout: options.timeoutMs,
       pool: options.pool,
+      ...(options.maxConnections !== undefined && { maxConnections: options.maxConnections }),
       // One requeue covers a pooled connection the server closed just as it was picked up; more
       // would multiply the time an attempt takes, and retrying is the worker's job.
       maxRequeues: 1,
