@@ -8,6 +8,7 @@ import { getTemplate } from "./get-template.js";
 import { listMessages } from "./list-messages.js";
 import { listTemplates } from "./list-templates.js";
 import { onboardOrganizations } from "./onboard-organizations.js";
+import { renderTemplate } from "./render-template.js";
 import { sendEmail } from "./send-email.js";
 import { sendPush } from "./send-push.js";
 import { sendSms } from "./send-sms.js";
@@ -28,6 +29,7 @@ export const routes: readonly Route[] = [
   getTemplate,
   updateTemplate,
   deleteTemplate,
+  renderTemplate,
 ];
 
 /** The OpenAPI document's `info`. */

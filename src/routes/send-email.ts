@@ -1,51 +1,31 @@
 import { z } from "zod";
-import {
-  EMAIL_RECIPIENT_TYPES,
-  type EmailTemplateFields,
-  MERGE_LANGUAGES,
-} from "../domain/channel-content.js";
-import { anyJson } from "../http/common-schemas.js";
+import { EMAIL_RECIPIENT_TYPES, type EmailTemplateFields } from "../domain/channel-content.js";
 import { parseJsonBody } from "../http/json-body.js";
 import { answerSend, payloadObjectError, sendBody, sendRouteDefinition } from "../http/send-route.js";
 import { defineRoute } from "../http/types.js";
-import { templateName } from "../templates/schemas.js";
-
-/** A header value: one line (a CR or LF would let a value forge headers). */
-const headerText = (max: number) =>
-  z
-    .string({ error: "must be a string" })
-    .max(max, `must be at most ${max} characters`)
-    .regex(/^[^\r\n]*$/, "must not contain line breaks");
+import {
+  emailSubject,
+  globalMergeVars,
+  headerText,
+  mergeLanguage,
+  templateContent,
+  templateName,
+} from "../templates/schemas.js";
 
 const address = z
   .email({ error: "must be an e-mail address" })
   .max(254, "must be at most 254 characters")
   .meta({ example: "ada@example.com" });
 
-const mergeVarName = z
-  .string({ error: "must be a string" })
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_]{0,99}$/, "must be 1-100 letters, digits or _, not starting with _");
-
 const payload = z.strictObject(
   {
     template_name: templateName,
-    template_content: z
-      .array(
-        z.strictObject({
-          name: z.string({ error: "must be a string" }).min(1, "must not be empty").max(100),
-          content: z.string({ error: "must be a string" }),
-        }),
-      )
-      .max(100, "must have at most 100 entries")
-      .default([])
-      .meta({ description: 'Editable regions: the element with `mc:edit="<name>"` gets `content` (HTML)' }),
+    template_content: templateContent,
     message: z.strictObject(
       {
         from_email: address,
         from_name: headerText(100).optional(),
-        subject: headerText(998)
-          .refine((v) => v.trim().length > 0, "must not be empty")
-          .meta({ description: "1-998 characters; merge tags are applied to it too" }),
+        subject: emailSubject,
         to: z
           .array(
             z.strictObject({
@@ -60,19 +40,8 @@ const payload = z.strictObject(
           .min(1, "must have at least one recipient")
           .max(50, "must have at most 50 recipients")
           .refine((to) => to.some((r) => r.type === "to"), 'must have at least one recipient of type "to"'),
-        merge_language: z
-          .enum(MERGE_LANGUAGES, { error: "must be one of: mailchimp, handlebars" })
-          .default("mailchimp")
-          .meta({ description: "`mailchimp`: `*|NAME|*` tags; `handlebars`: `{{name}}`, `{{#each}}`, …" }),
-        global_merge_vars: z
-          .array(
-            z.strictObject({
-              name: mergeVarName,
-              content: anyJson.meta({ description: "Any JSON value (objects and arrays for handlebars)" }),
-            }),
-          )
-          .max(100, "must have at most 100 entries")
-          .default([]),
+        merge_language: mergeLanguage,
+        global_merge_vars: globalMergeVars,
       },
       payloadObjectError,
     ),

@@ -10,6 +10,13 @@ export interface EmailTemplateSource {
   text: string | null;
 }
 
+/** What a rendering uses of an e-mail's `template_fields`; an e-mail's whole fields will do. */
+export interface RenderInput {
+  template_name: string;
+  template_content: EmailTemplateFields["template_content"];
+  message: Pick<EmailTemplateFields["message"], "subject" | "merge_language" | "global_merge_vars">;
+}
+
 export interface RenderedEmail {
   subject: string;
   html: string;
@@ -59,7 +66,7 @@ export class TemplateRenderError extends Error {
  *
  * @throws {TemplateRenderError} when the template cannot be rendered with these fields.
  */
-export function renderEmail(template: EmailTemplateSource, fields: EmailTemplateFields): RenderedEmail {
+export function renderEmail(template: EmailTemplateSource, fields: RenderInput): RenderedEmail {
   const { message } = fields;
   const merger = mergerFor(message.merge_language, message.global_merge_vars);
   const render = (part: RenderedPart, source: string) => {

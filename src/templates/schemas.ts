@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { MERGE_LANGUAGES } from "../domain/channel-content.js";
+import { anyJson } from "../http/common-schemas.js";
 import type { Template, TemplateSummary } from "./store.js";
 
 /** Largest `code` or `text`, in UTF-8 bytes. */
@@ -73,3 +75,45 @@ export function toTemplateRecord(row: Template): z.input<typeof templateRecord> 
     updated_at: row.updatedAt.toISOString(),
   };
 }
+
+// --- What a rendering takes: shared by e-mails and the template preview ---------------------
+
+/** A header value: one line (a CR or LF would let a value forge headers). */
+export const headerText = (max: number) =>
+  z
+    .string({ error: "must be a string" })
+    .max(max, `must be at most ${max} characters`)
+    .regex(/^[^\r\n]*$/, "must not contain line breaks");
+
+export const emailSubject = headerText(998)
+  .refine((v) => v.trim().length > 0, "must not be empty")
+  .meta({ description: "1-998 characters; merge tags are applied to it too" });
+
+/** Editable regions: `template_content`. */
+export const templateContent = z
+  .array(
+    z.strictObject({
+      name: z.string({ error: "must be a string" }).min(1, "must not be empty").max(100),
+      content: z.string({ error: "must be a string" }),
+    }),
+  )
+  .max(100, "must have at most 100 entries")
+  .default([])
+  .meta({ description: 'Editable regions: the element with `mc:edit="<name>"` gets `content` (HTML)' });
+
+export const mergeLanguage = z
+  .enum(MERGE_LANGUAGES, { error: "must be one of: mailchimp, handlebars" })
+  .default("mailchimp")
+  .meta({ description: "`mailchimp`: `*|NAME|*` tags; `handlebars`: `{{name}}`, `{{#each}}`, …" });
+
+export const globalMergeVars = z
+  .array(
+    z.strictObject({
+      name: z
+        .string({ error: "must be a string" })
+        .regex(/^[A-Za-z0-9][A-Za-z0-9_]{0,99}$/, "must be 1-100 letters, digits or _, not starting with _"),
+      content: anyJson.meta({ description: "Any JSON value (objects and arrays for handlebars)" }),
+    }),
+  )
+  .max(100, "must have at most 100 entries")
+  .default([]);

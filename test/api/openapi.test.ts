@@ -126,7 +126,7 @@ describe("GET /openapi.json", () => {
       Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
     );
     expect(served).toEqual(new Set(documented));
-    expect(documented).toHaveLength(13);
+    expect(documented).toHaveLength(14);
   });
 
   it("names the security scheme of each route's authentication", () => {
@@ -316,6 +316,7 @@ describe("every response matches the document", () => {
 
 const TEMPLATES = "/api/v1/templates";
 const TEMPLATE = "/api/v1/templates/{name}";
+const RENDER = "/api/v1/templates/{name}/render";
 const template = { name: "documented", code: '<div mc:edit="main">*|FNAME|*</div>' };
 // An Invalid Date passes authentication (this harness caches no keys) and fails the handler's write.
 const brokenClock = createApp({ ...h.deps, now: () => new Date(Number.NaN) });
@@ -470,6 +471,25 @@ describe("every template response matches the document", () => {
     ];
     for (const response of cases) await expectDocumentedAny(response, "delete", TEMPLATE);
     expect(cases.map((r) => r.status)).toEqual([400, 404, 401, 403, 503]);
+  });
+
+  it(`POST ${RENDER}`, async () => {
+    const owner = await onboard(h);
+    const key = { "x-api-key": owner.apiKey };
+    await send("POST", TEMPLATES, { name: "preview", code: "<p>Hi *|NAME|*</p>" }, key);
+    await send("POST", TEMPLATES, { name: "broken", code: "<p>{{#each x}}</p>" }, key);
+    const vars = { global_merge_vars: [{ name: "NAME", content: "Ada" }] };
+    const cases = [
+      await send("POST", `${TEMPLATES}/preview/render`, vars, key), // 200
+      await send("POST", `${TEMPLATES}/preview/render`, { ...vars, extra: 1 }, key), // 400
+      await send("POST", `${TEMPLATES}/missing/render`, vars, key), // 404
+      await send("POST", `${TEMPLATES}/preview/render`, vars, { ...key, "content-type": "text/plain" }), // 415
+      await send("POST", `${TEMPLATES}/broken/render`, { merge_language: "handlebars" }, key), // 422
+      await send("POST", `${TEMPLATES}/preview/render`, vars), // 401
+      await send("POST", `${TEMPLATES}/preview/render`, vars, key, offlineApp()), // 503
+    ];
+    for (const response of cases) await expectDocumentedAny(response, "post", RENDER);
+    expect(cases.map((r) => r.status)).toEqual([200, 400, 404, 415, 422, 401, 503]);
   });
 });
 

@@ -410,3 +410,92 @@ for (const [name, method, path, body] of [
     },
   );
 }
+
+describe("POST /api/v1/templates/{name}/render", () => {
+  const render = (apiKey: string, name: string, body: unknown) =>
+    h.app.request(`/api/v1/templates/${name}/render`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey },
+      body: JSON.stringify(body),
+    });
+
+  it("renders regions, merge tags, subject and a derived text part, storing and sending nothing", async () => {
+    const org = await onboard(h);
+    await created(org.apiKey, {
+      name: "welcome",
+      code: '<h1 mc:edit="head">Hello</h1><p>Hi *|NAME|*, &amp; welcome</p>',
+    });
+    const response = await render(org.apiKey, "welcome", {
+      subject: "Welcome, *|NAME|*",
+      template_content: [{ name: "head", content: "<em>*|NAME|*</em>" }],
+      global_merge_vars: [{ name: "name", content: "<Ada>" }],
+    });
+    expect(response.status).toBe(200);
+    const email = (await response.json()) as { subject: string; html: string; text: string };
+    expect(email.subject).toBe("Welcome, <Ada>");
+    expect(email.html).toBe(
+      '<h1 mc:edit="head"><em>&lt;Ada&gt;</em></h1><p>Hi &lt;Ada&gt;, &amp; welcome</p>',
+    );
+    expect(email.text).toContain("Hi <Ada>, & welcome");
+    expect(await countTemplates(org.id)).toBe(1);
+  });
+
+  it("renders handlebars with the template's own text part", async () => {
+    const org = await onboard(h);
+    await created(org.apiKey, {
+      name: "digest",
+      code: "<ul>{{#each items}}<li>{{this}}</li>{{/each}}</ul>",
+      text: "{{#each items}}* {{this}}\n{{/each}}",
+    });
+    const response = await render(org.apiKey, "digest", {
+      merge_language: "handlebars",
+      global_merge_vars: [{ name: "items", content: ["a & b", "c"] }],
+    });
+    expect(await response.json()).toEqual({
+      subject: "",
+      html: "<ul><li>a &amp; b</li><li>c</li></ul>",
+      text: "* a & b\n* c\n",
+    });
+  });
+
+  it("answers 422 with the reason for a template that does not render", async () => {
+    const org = await onboard(h);
+    await created(org.apiKey, { name: "broken", code: "<p>{{#if x}}never closed</p>" });
+    await expectError(
+      await render(org.apiKey, "broken", { merge_language: "handlebars" }),
+      422,
+      /Template "broken".*handlebars/,
+    );
+  });
+
+  it("answers 404 for a template of another organization, and 400 for a bad body", async () => {
+    const [owner, other] = [await onboard(h), await onboard(h)];
+    await created(owner.apiKey, { name: "mine" });
+    await expectError(await render(other.apiKey, "mine", {}), 404, /^Template not found$/);
+    await expectError(
+      await render(owner.apiKey, "mine", { merge_language: "liquid" }),
+      400,
+      /merge_language/,
+    );
+    await expectError(await render(owner.apiKey, "mine", { to: [] }), 400, /to/);
+  });
+});
+
+describeApiKeyContract(
+  "POST /api/v1/templates/{name}/render",
+  () => h,
+  async () => {
+    const org = await onboard(h);
+    await created(org.apiKey, { name: "contract" });
+    return {
+      apiKey: org.apiKey,
+      organizationId: org.id,
+      call: (key) =>
+        h.app.request("/api/v1/templates/contract/render", {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
+          body: "{}",
+        }),
+    };
+  },
+);
