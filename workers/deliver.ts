@@ -4,6 +4,7 @@ import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import {
   type Command,
   decide,
+  fold,
   isTerminal,
   type MessageEvent,
   type MessageState,
@@ -106,6 +107,12 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     if (start.refused === "not_due") return Date.parse(start.dueAt);
     if (start.refused === "already_final") return undefined;
     throw new Error(`cannot start an attempt for ${messageId}: ${start.reason}`);
+  }
+  // Starting may end the message instead (its time to live ran out): record that as it is.
+  const started = fold(start.events, state);
+  if (started.status !== "pending" || !started.attemptInFlight) {
+    await append(deps, state, start.events);
+    return undefined;
   }
   // Ready it before the attempt starts, so content that can never be sent (an e-mail's missing
   // template) is rejected without counting an attempt.

@@ -17,6 +17,7 @@ import {
   getMessage,
   type Harness,
   onboard,
+  sendNotification,
   sendSms,
   silentLogger,
   simulatorProviders,
@@ -269,6 +270,23 @@ describe("the processor run by hand on a message whose job is still queued", () 
     const { events, row } = await expectFinishedHistory(idle.db, id);
     expect(row.status).toBe("failed");
     expect(row.retryCount).toBe(0);
+    expect(shapeOf(events)).toEqual(["accepted", "pending:attempt_started", "failed"]);
+    expect(dataOf(events.at(-1)).reason).toBe("ttl_expired");
+  });
+
+  it("given an e-mail past its time-to-live whose template is missing too, then it fails with ttl_expired, not rejected", async () => {
+    const response = await sendNotification(idle, "email", idleKey, {
+      payload: {
+        template_name: "never-created",
+        message: { from_email: "a@acme.test", subject: "late", to: [{ email: "b@example.com" }] },
+      },
+    });
+    const { request_id: id } = (await response.json()) as { request_id: string };
+    const twoDaysLater = () => new Date(Date.now() + 2 * 24 * 60 * 60 * 1000);
+    await processorFor(idle, new RecordingProvider(), twoDaysLater)(fakeJob(id).job);
+
+    const { events, row } = await expectFinishedHistory(idle.db, id);
+    expect(row.status).toBe("failed");
     expect(shapeOf(events)).toEqual(["accepted", "pending:attempt_started", "failed"]);
     expect(dataOf(events.at(-1)).reason).toBe("ttl_expired");
   });
