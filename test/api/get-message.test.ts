@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { describeApiKeyContract } from "../support/auth-contract.js";
+import { describeApiKeyContract, describeSendContract } from "../support/auth-contract.js";
 import { createHarness, getMessage, onboard, sendSms } from "../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
@@ -107,23 +107,7 @@ describeApiKeyContract(
     };
   },
 );
-describeApiKeyContract(
-  "POST /api/v1/notifications/sms",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request("/api/v1/notifications/sms", {
-          method: "POST",
-          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
-          body: JSON.stringify(valid),
-        }),
-    };
-  },
-);
+describeSendContract(() => h, "sms", valid);
 describeApiKeyContract(
   "GET /api/v1/onboarding/product/{p}/organization/{o}",
   () => h,

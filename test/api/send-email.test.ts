@@ -1,8 +1,15 @@
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { messageEvents, messages } from "../../db/schema.js";
-import { describeApiKeyContract } from "../support/auth-contract.js";
-import { createHarness, expectError, getMessage, onboard, sendNotification } from "../support/harness.js";
+import { messageEvents } from "../../db/schema.js";
+import { describeSendContract } from "../support/auth-contract.js";
+import {
+  countMessages,
+  createHarness,
+  expectError,
+  getMessage,
+  onboard,
+  sendNotification,
+} from "../support/harness.js";
 
 const h = createHarness();
 let apiKey = "";
@@ -38,14 +45,6 @@ const valid = {
 
 const send = (body: unknown, headers: Record<string, string> = {}, query = "") =>
   sendNotification(h, "email", apiKey, body, headers, query);
-
-async function countMessages() {
-  const [row] = await h.db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(messages)
-    .where(eq(messages.organizationId, organizationId));
-  return row?.n ?? 0;
-}
 
 async function acceptedId(body: unknown): Promise<string> {
   const response = await send(body);
@@ -211,20 +210,20 @@ describe("POST /api/v1/notifications/email", () => {
         /template_content\.0\.content/,
       ],
     ])("%s", async (_, body, pattern) => {
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       await expectError(await send(body), 400, pattern);
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
   });
 
   it("validates without storing on ?dry_run=true", async () => {
-    const before = await countMessages();
+    const before = await countMessages(h, organizationId);
     const response = await send(valid, {}, "?dry_run=true");
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({
       message: "Email notification is valid; nothing was stored or sent (dry run)",
     });
-    expect(await countMessages()).toBe(before);
+    expect(await countMessages(h, organizationId)).toBe(before);
   });
 
   it("replays the first 202 for a repeated Idempotency-Key and answers 422 for another body", async () => {
@@ -249,20 +248,4 @@ describe("POST /api/v1/notifications/email", () => {
   });
 });
 
-describeApiKeyContract(
-  "POST /api/v1/notifications/email",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request("/api/v1/notifications/email", {
-          method: "POST",
-          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
-          body: JSON.stringify(valid),
-        }),
-    };
-  },
-);
+describeSendContract(() => h, "email", valid);

@@ -1,10 +1,17 @@
 import { createECDH, randomBytes } from "node:crypto";
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { messageEvents, messages } from "../../db/schema.js";
+import { messageEvents } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
-import { describeApiKeyContract } from "../support/auth-contract.js";
-import { createHarness, expectError, getMessage, onboard, sendNotification } from "../support/harness.js";
+import { describeSendContract } from "../support/auth-contract.js";
+import {
+  countMessages,
+  createHarness,
+  expectError,
+  getMessage,
+  onboard,
+  sendNotification,
+} from "../support/harness.js";
 
 const h = createHarness({ VAPID_SUBJECT: "mailto:ops@acme.test" });
 let apiKey = "";
@@ -34,14 +41,6 @@ const valid = {
 
 const send = (body: unknown, headers: Record<string, string> = {}, query = "") =>
   sendNotification(h, "push", apiKey, body, headers, query);
-
-async function countMessages() {
-  const [row] = await h.db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(messages)
-    .where(eq(messages.organizationId, organizationId));
-  return row?.n ?? 0;
-}
 
 async function acceptedId(body: unknown): Promise<string> {
   const response = await send(body);
@@ -139,9 +138,9 @@ describe("POST /api/v1/notifications/push", () => {
       ],
       ["an unknown field", { payload: { ...valid.payload, icon: "/x.png" } }, /icon/],
     ])("%s", async (_, body, pattern) => {
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       await expectError(await send(body), 400, pattern);
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
   });
 
@@ -175,22 +174,22 @@ describe("POST /api/v1/notifications/push", () => {
       ["https://evilfcm.googleapis.com.test/x", "evilfcm.googleapis.com.test"],
       ["http://127.0.0.1:5432/x", "127.0.0.1:5432"],
     ])("refuses %s with 400, storing nothing, dry run included", async (endpoint, host) => {
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       await expectError(
         await sendTo(endpoint),
         400,
         new RegExp(`${host.replaceAll(".", "\\.")} is not an allowed push service`),
       );
       await expectError(await sendTo(endpoint, "?dry_run=true"), 400);
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
   });
 
   it("validates without storing on ?dry_run=true", async () => {
-    const before = await countMessages();
+    const before = await countMessages(h, organizationId);
     const response = await send(valid, {}, "?dry_run=true");
     expect(response.status).toBe(200);
-    expect(await countMessages()).toBe(before);
+    expect(await countMessages(h, organizationId)).toBe(before);
   });
 
   it("replays the first 202 for a repeated Idempotency-Key and answers 422 for another body", async () => {
@@ -203,20 +202,4 @@ describe("POST /api/v1/notifications/push", () => {
   });
 });
 
-describeApiKeyContract(
-  "POST /api/v1/notifications/push",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request("/api/v1/notifications/push", {
-          method: "POST",
-          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
-          body: JSON.stringify(valid),
-        }),
-    };
-  },
-);
+describeSendContract(() => h, "push", valid);

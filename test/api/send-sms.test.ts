@@ -1,9 +1,10 @@
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { messageEvents, messages } from "../../db/schema.js";
+import { messageEvents } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
 import { NOTIFICATION_TYPES } from "../../src/domain/priority.js";
 import {
+  countMessages,
   createHarness,
   expectError,
   getMessage,
@@ -26,14 +27,6 @@ const valid = {
   payload: { to: "+14155550100", body: "Your code is 123456", sender: "ACME" },
   retry_enabled: true,
 };
-
-async function countMessages() {
-  const [row] = await h.db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(messages)
-    .where(eq(messages.organizationId, organizationId));
-  return row?.n ?? 0;
-}
 
 describe("POST /api/v1/notifications/sms", () => {
   it("accepts a valid SMS with 202, commits the accepted event, and the relay enqueues its job", async () => {
@@ -148,9 +141,9 @@ describe("POST /api/v1/notifications/sms", () => {
       ],
       ["a payload that is not an object", { payload: "hello" }, /payload: must be an object/],
     ])("%s", async (_, body, pattern) => {
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       await expectError(await sendSms(h, apiKey, body), 400, pattern);
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
 
     it("names every allowed notification type", async () => {
@@ -159,10 +152,10 @@ describe("POST /api/v1/notifications/sms", () => {
     });
 
     it("a NUL character in a string (Postgres text cannot hold it)", async () => {
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       const body = JSON.stringify({ payload: { to: "+14155550100", body: "a\u0000b" } });
       await expectError(await sendSms(h, apiKey, body), 400, /NUL character/);
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
 
     it("malformed JSON", async () => {
@@ -189,12 +182,12 @@ describe("POST /api/v1/notifications/sms", () => {
   });
 
   it("validates without storing or sending on ?dry_run=true", async () => {
-    const before = await countMessages();
+    const before = await countMessages(h, organizationId);
     const response = await sendSms(h, apiKey, valid, {}, "?dry_run=true");
     expect(response.status).toBe(200);
     const body = (await response.json()) as Record<string, unknown>;
     expect(Object.keys(body)).toEqual(["message"]);
-    expect(await countMessages()).toBe(before);
+    expect(await countMessages(h, organizationId)).toBe(before);
     await expectError(
       await sendSms(h, apiKey, { payload: { to: "nope", body: "x" } }, {}, "?dry_run=true"),
       400,
@@ -209,13 +202,13 @@ describe("POST /api/v1/notifications/sms", () => {
     it("replays the first 202 for the same key and body, creating nothing", async () => {
       const headers = { "idempotency-key": `replay-${Date.now()}` };
       const first = await sendSms(h, apiKey, valid, headers);
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       const second = await sendSms(h, apiKey, valid, headers);
       expect(second.status).toBe(202);
       expect(second.headers.get("idempotent-replayed")).toBe("true");
       expect(first.headers.get("idempotent-replayed")).toBeNull();
       expect(await second.json()).toEqual(await first.json());
-      expect(await countMessages()).toBe(before);
+      expect(await countMessages(h, organizationId)).toBe(before);
     });
 
     it("answers 422 when the key is reused with a different body", async () => {
@@ -230,7 +223,7 @@ describe("POST /api/v1/notifications/sms", () => {
 
     it("creates exactly one message for 20 concurrent identical requests", async () => {
       const headers = { "idempotency-key": `race-${Date.now()}` };
-      const before = await countMessages();
+      const before = await countMessages(h, organizationId);
       const responses = await Promise.all(
         Array.from({ length: 20 }, () => sendSms(h, apiKey, valid, headers)),
       );
@@ -241,7 +234,7 @@ describe("POST /api/v1/notifications/sms", () => {
         ),
       );
       expect(ids.size).toBe(1);
-      expect(await countMessages()).toBe(before + 1);
+      expect(await countMessages(h, organizationId)).toBe(before + 1);
       expect(responses.filter((r) => r.headers.get("idempotent-replayed") === "true")).toHaveLength(19);
     });
 

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { apiKeys } from "../../db/schema.js";
-import type { Harness } from "./harness.js";
+import { type Harness, onboard } from "./harness.js";
 
 type Call = (apiKey: string | undefined) => Response | Promise<Response>;
 
@@ -33,5 +33,27 @@ export function describeApiKeyContract(
       expect(responses.map((r) => r.status)).toEqual([401, 401, 401, 401]);
       for (const body of bodies) expect(body).toEqual({ error: "Missing or invalid API key" });
     });
+  });
+}
+
+/** The contract for `POST /api/v1/notifications/{channel}` with a body that is otherwise valid. */
+export function describeSendContract(
+  harness: () => Harness,
+  channel: "sms" | "email" | "push",
+  body: unknown,
+) {
+  describeApiKeyContract(`POST /api/v1/notifications/${channel}`, harness, async () => {
+    const h = harness();
+    const org = await onboard(h);
+    return {
+      apiKey: org.apiKey,
+      organizationId: org.id,
+      call: (key) =>
+        h.app.request(`/api/v1/notifications/${channel}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
+          body: JSON.stringify(body),
+        }),
+    };
   });
 }

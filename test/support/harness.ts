@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { Queue, Worker } from "bullmq";
+import { eq, sql } from "drizzle-orm";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase } from "../../db/client.js";
+import { messages } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
 import { type Config, loadConfig } from "../../src/config.js";
 import {
@@ -185,6 +187,15 @@ export async function createTemplate(
 
 export function getMessage(harness: Harness, apiKey: string, messageId: string) {
   return harness.app.request(`/api/v1/messages/${messageId}`, { headers: { "x-api-key": apiKey } });
+}
+
+/** How many messages the organization has (a refused request must leave the count as it was). */
+export async function countMessages(harness: Harness, organizationId: string): Promise<number> {
+  const [row] = await harness.db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(messages)
+    .where(eq(messages.organizationId, organizationId));
+  return row?.n ?? 0;
 }
 
 /** Asserts an error answer: the status, a JSON `{ "error": string }` and nothing else; returns the message. */
