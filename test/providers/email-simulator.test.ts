@@ -5,6 +5,7 @@ import {
   SIMULATOR_MAILBOXES,
   SimulatorEmailProvider,
 } from "../../workers/providers/email/simulator.js";
+import { attemptOutcomes, simulatedFailure } from "../support/simulator-outcomes.js";
 
 const ORDINARY = "ada@example.org";
 
@@ -27,19 +28,11 @@ function message(
   };
 }
 
-async function outcomes(provider: SimulatorEmailProvider, to: string, attempts: number) {
-  const results = [];
-  for (let attempt = 1; attempt <= attempts; attempt++) {
-    results.push(await provider.send(message({ to: [to] }, attempt)));
-  }
-  return results;
+function outcomes(provider: SimulatorEmailProvider, to: string, attempts: number) {
+  return attemptOutcomes((attempt) => provider.send(message({ to: [to] }, attempt)), attempts);
 }
 
-const failure = (cls: string, code: string, extra: object = {}) => ({
-  ok: false,
-  provider: "simulator",
-  error: { class: cls, code, message: expect.any(String), ...extra },
-});
+const failure = simulatedFailure;
 const success = {
   ok: true,
   provider: "simulator",

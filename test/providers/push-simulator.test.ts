@@ -7,6 +7,7 @@ import {
   SimulatorPushProvider,
   simulatorPushEndpoint,
 } from "../../workers/providers/push/simulator.js";
+import { attemptOutcomes, simulatedFailure } from "../support/simulator-outcomes.js";
 
 function message(endpoint: string, attempt: number, messageId = "msg-1"): PushMessage {
   return {
@@ -19,19 +20,11 @@ function message(endpoint: string, attempt: number, messageId = "msg-1"): PushMe
   };
 }
 
-async function outcomes(provider: SimulatorPushProvider, endpoint: string, attempts: number) {
-  const results = [];
-  for (let attempt = 1; attempt <= attempts; attempt++) {
-    results.push(await provider.send(message(endpoint, attempt)));
-  }
-  return results;
+function outcomes(provider: SimulatorPushProvider, endpoint: string, attempts: number) {
+  return attemptOutcomes((attempt) => provider.send(message(endpoint, attempt)), attempts);
 }
 
-const failure = (cls: string, code: string, extra: object = {}) => ({
-  ok: false,
-  provider: "simulator",
-  error: { class: cls, code, message: expect.any(String), ...extra },
-});
+const failure = simulatedFailure;
 const success = {
   ok: true,
   provider: "simulator",

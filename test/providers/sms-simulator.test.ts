@@ -2,24 +2,17 @@ import { describe, expect, it } from "vitest";
 import { createSmsProvider } from "../../workers/providers/index.js";
 import type { SmsMessage } from "../../workers/providers/sms/provider.js";
 import { SIMULATOR_RECIPIENTS, SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
+import { attemptOutcomes, simulatedFailure } from "../support/simulator-outcomes.js";
 
 function message(to: string, attempt: number, messageId = "msg-1"): SmsMessage {
   return { messageId, to, from: "Notify", body: "Your code is 123456", attempt };
 }
 
-async function outcomes(provider: SimulatorSmsProvider, to: string, attempts: number) {
-  const results = [];
-  for (let attempt = 1; attempt <= attempts; attempt++) {
-    results.push(await provider.send(message(to, attempt)));
-  }
-  return results;
+function outcomes(provider: SimulatorSmsProvider, to: string, attempts: number) {
+  return attemptOutcomes((attempt) => provider.send(message(to, attempt)), attempts);
 }
 
-const failure = (cls: string, code: string, extra: object = {}) => ({
-  ok: false,
-  provider: "simulator",
-  error: { class: cls, code, message: expect.any(String), ...extra },
-});
+const failure = simulatedFailure;
 const success = {
   ok: true,
   provider: "simulator",
