@@ -151,25 +151,21 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
     acceptedAt: state.acceptedAt,
     updatedAt: event.occurredAt,
     retryCount: event.retryCount,
-    attempts: state.attempts,
+    attempts:
+      event.type === "pending" && event.data.kind === "attempt_started" ? event.data.attempt : state.attempts,
   };
+  // `known` is spread last: V8 builds `{ ...a, b }` far slower than `{ b, ...a }` (see accept.ts).
   switch (event.type) {
     case "pending":
       return event.data.kind === "attempt_started"
-        ? {
-            ...known,
-            status: "pending",
-            attempts: event.data.attempt,
-            attemptInFlight: true,
-            nextAttemptAt: null,
-          }
-        : { ...known, status: "pending", attemptInFlight: false, nextAttemptAt: event.data.retryAt };
+        ? { status: "pending", attemptInFlight: true, nextAttemptAt: null, ...known }
+        : { status: "pending", attemptInFlight: false, nextAttemptAt: event.data.retryAt, ...known };
     case "success":
-      return { ...known, status: "success", deliveredAt: event.occurredAt };
+      return { status: "success", deliveredAt: event.occurredAt, ...known };
     case "failed":
-      return { ...known, status: "failed", reason: event.data.reason };
+      return { status: "failed", reason: event.data.reason, ...known };
     case "rejected":
-      return { ...known, status: "rejected", reason: event.data.reason };
+      return { status: "rejected", reason: event.data.reason, ...known };
     default: {
       const never: never = event;
       throw new Error(`unknown event ${JSON.stringify(never)}`);

@@ -109,7 +109,8 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
     return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
 
   // What the message will be, defaults applied: the same key with this same content replays.
-  const normalised = { ...content, retryEnabled, notificationType };
+  // (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change.)
+  const normalised = Object.assign({}, content, { retryEnabled, notificationType });
   const result = await acceptMessage(deps, {
     organization: c.get("organization"),
     content,

@@ -202,7 +202,6 @@ function answerFrom(
 function inputRow(item: PendingAccept, ord: number) {
   const { row, event } = item;
   return {
-    ...recordColumns(row),
     event_type: event.type,
     event_retry_count: event.retryCount,
     event_data: event.data,
@@ -212,5 +211,7 @@ function inputRow(item: PendingAccept, ord: number) {
     idempotency_key: item.idempotency?.key ?? null,
     request_hash: item.idempotency?.requestHash ?? null,
     ord,
+    // Last: a spread followed by more properties is far slower to build (see accept.ts).
+    ...recordColumns(row),
   };
 }

@@ -17,7 +17,6 @@ export function toMessageRow(state: MessageState): MessageRow {
     notificationType: message.notificationType,
     recipient: message.recipient,
     sender: message.sender,
-    ...channelColumns(message),
     retryEnabled: message.retryEnabled,
     retryCount: state.retryCount,
     version: state.version,
@@ -25,6 +24,7 @@ export function toMessageRow(state: MessageState): MessageRow {
     deliveryTime: state.status === "success" ? new Date(state.deliveredAt) : null,
     createdAt: new Date(state.acceptedAt),
     updatedAt: new Date(state.updatedAt),
+    ...channelColumns(message),
   };
 }
 
