@@ -13,18 +13,34 @@ export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S):
   }
   const text = await readBodyText(c);
   let json: unknown;
-  let hasNul = false;
   try {
-    // Postgres text cannot hold U+0000: refuse it here rather than fail at the insert.
-    json = JSON.parse(text, (key, value: unknown) => {
-      if (key.includes("\0") || (typeof value === "string" && value.includes("\0"))) hasNul = true;
-      return value;
-    });
+    json = JSON.parse(text);
   } catch {
     throw new ApiError(400, "Malformed JSON body");
   }
-  if (hasNul) throw new ApiError(400, "Strings must not contain the NUL character (\\u0000)");
+  // Postgres text cannot hold U+0000: refuse it here rather than fail at the insert. JSON text
+  // cannot carry a raw NUL, only the escape, so the walk runs only for a body that has one.
+  if (text.includes("\\u0000") && holdsNul(json)) {
+    throw new ApiError(400, "Strings must not contain the NUL character (\\u0000)");
+  }
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new ApiError(400, describeZodError(parsed.error));
   return parsed.data;
+}
+
+/** Whether a parsed JSON value has a NUL character in any string or key (iterative: any depth). */
+function holdsNul(root: unknown): boolean {
+  const pending: unknown[] = [root];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value === "string") {
+      if (value.includes("\0")) return true;
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, inner] of Object.entries(value)) {
+        if (key.includes("\0")) return true;
+        pending.push(inner);
+      }
+    }
+  }
+  return false;
 }

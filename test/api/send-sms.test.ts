@@ -98,6 +98,15 @@ describe("POST /api/v1/notifications/sms", () => {
     }
   });
 
+  it("keeps a backslash followed by u0000, which is text and not a NUL", async () => {
+    const text = "path C:\\u0000\\x";
+    const response = await sendSms(h, apiKey, { payload: { ...valid.payload, body: text } });
+    expect(response.status).toBe(202);
+    const { request_id } = (await response.json()) as { request_id: string };
+    const record = (await (await getMessage(h, apiKey, request_id)).json()) as { payload: { message: string } };
+    expect(record.payload.message).toBe(text);
+  });
+
   it("defaults retry_enabled to true", async () => {
     const response = await sendSms(h, apiKey, { payload: valid.payload });
     const { request_id } = (await response.json()) as { request_id: string };
@@ -117,6 +126,12 @@ describe("POST /api/v1/notifications/sms", () => {
         /payload\.to: must be a valid phone number/,
       ],
       ["letters as a phone number", { payload: { to: "call me", body: "x" } }, /payload\.to/],
+      [
+        "a number inside other text",
+        { payload: { to: "call +14155550100 now", body: "x" } },
+        /payload\.to: must be a valid phone number/,
+      ],
+      ["a tel: URI", { payload: { to: "tel:+14155550100", body: "x" } }, /payload\.to/],
       ["a numeric recipient", { payload: { to: 14155550100, body: "x" } }, /payload\.to/],
       ["an empty body", { payload: { to: "+14155550100", body: "" } }, /payload\.body/],
       ["a blank body", { payload: { to: "+14155550100", body: "   " } }, /payload\.body/],
@@ -155,6 +170,13 @@ describe("POST /api/v1/notifications/sms", () => {
       const before = await countMessages(h, organizationId);
       const body = JSON.stringify({ payload: { to: "+14155550100", body: "a\u0000b" } });
       await expectError(await sendSms(h, apiKey, body), 400, /NUL character/);
+      expect(await countMessages(h, organizationId)).toBe(before);
+    });
+
+    it("a NUL character in a key, at any depth", async () => {
+      const before = await countMessages(h, organizationId);
+      const nested = { payload: { to: "+14155550100", body: "x", sender: { deep: [{ "k\u0000": 1 }] } } };
+      await expectError(await sendSms(h, apiKey, JSON.stringify(nested)), 400, /NUL character/);
       expect(await countMessages(h, organizationId)).toBe(before);
     });
 
