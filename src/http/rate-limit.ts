@@ -9,6 +9,7 @@ import {
 } from "rate-limiter-flexible";
 import type { Config } from "../config.js";
 import type { Logger } from "../logger.js";
+import { microBatch } from "../micro-batch.js";
 import { ApiError } from "./errors.js";
 import type { AppEnv } from "./types.js";
 
@@ -33,8 +34,10 @@ export interface RateLimitDeps {
  * script under one name per client, so every RateLimiterRedis sharing a client runs this same
  * text; any limiter on that client gets a token bucket of its own points and duration.)
  * The state is "tokens:last-refill-ms" in one key that expires once the bucket would be full.
- * Returns `{consumed, msBeforeNext}`: `consumed > capacity` means refused, and then
- * `msBeforeNext` is the wait until enough tokens are back.
+ * It takes as many of the wanted tokens as the bucket holds (the sends of one organization that
+ * arrive together ask at once). Returns `{consumed, msBeforeNext}`: `consumed <= capacity` means
+ * every wanted token was taken; otherwise `consumed - capacity` of them were refused and
+ * `msBeforeNext` is the wait until one token is back.
  */
 export const TOKEN_BUCKET_SCRIPT = `
 local want = tonumber(ARGV[1])
@@ -52,15 +55,16 @@ if saved then
     tokens = math.min(capacity, before + math.max(0, now - last) * rate)
   end
 end
+local granted = math.min(want, math.floor(tokens))
+tokens = tokens - granted
 local consumed
 local wait
-if tokens >= want then
-  tokens = tokens - want
+if granted == want then
   consumed = capacity - math.floor(tokens)
   wait = math.ceil((capacity - tokens) / rate)
 else
-  consumed = capacity + want
-  wait = math.ceil((want - tokens) / rate)
+  consumed = capacity + want - granted
+  wait = math.ceil((1 - tokens) / rate)
 end
 local ttl = math.ceil((capacity - tokens) / rate) + 1000
 redis.call('SET', KEYS[1], string.format('%.6f', tokens) .. ':' .. now, 'PX', ttl)
@@ -107,17 +111,23 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
       })
     : insuranceLimiter;
 
+  // The sends of one organization that arrive in the same turn of the event loop take their
+  // tokens with one call (one Redis round trip), the earliest first, as if they came one by one.
+  const take = microBatch((organizationIds: string[]) => takeTogether(limiter, burst, organizationIds), {
+    maxBatch: 10_000,
+    maxInFlight: 16,
+    retryOneByOne: () => false,
+  });
+
   let lastWarnedAt = 0;
   return async function rateLimitSends(c, next) {
     if (redis && redis.status !== "ready" && Date.now() - lastWarnedAt > WARN_EVERY_MS) {
       lastWarnedAt = Date.now();
       deps.logger.warn("rate limiter: Redis unavailable, limiting sends per process");
     }
-    try {
-      await limiter.consume(c.get("organization").id);
-    } catch (rejection) {
-      if (!(rejection instanceof RateLimiterRes)) throw rejection;
-      const seconds = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
+    const msBeforeNext = await take(c.get("organization").id);
+    if (msBeforeNext !== ALLOWED) {
+      const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
       throw new ApiError(
         429,
         `Too many requests: this organization may send ${rate} messages a second (bursts of ${burst}); retry in ${seconds} s`,
@@ -126,4 +136,39 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
     }
     await next();
   };
+}
+
+const ALLOWED = -1;
+
+/**
+ * Takes one token for each id, asking once per distinct id for all of its tokens. Returns, per
+ * id in order, `ALLOWED` or the milliseconds until a token is back. Both limiters report a refusal
+ * by `consumedPoints` past their capacity: that excess is how many of the wanted tokens were
+ * refused, and the refused ones are the latest.
+ */
+async function takeTogether(
+  limiter: Pick<RateLimiterMemory, "consume">,
+  capacity: number,
+  ids: string[],
+): Promise<number[]> {
+  const positions = new Map<string, number[]>();
+  ids.forEach((id, index) => {
+    const list = positions.get(id);
+    if (list) list.push(index);
+    else positions.set(id, [index]);
+  });
+  const results = new Array<number>(ids.length).fill(ALLOWED);
+  await Promise.all(
+    Array.from(positions, async ([id, indexes]) => {
+      try {
+        await limiter.consume(id, indexes.length);
+      } catch (rejection) {
+        if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        const excess = rejection.consumedPoints - capacity;
+        const refused = excess > 0 ? Math.min(indexes.length, excess) : indexes.length;
+        for (const index of indexes.slice(indexes.length - refused)) results[index] = rejection.msBeforeNext;
+      }
+    }),
+  );
+  return results;
 }

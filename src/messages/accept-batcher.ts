@@ -1,7 +1,7 @@
 import type postgres from "postgres";
 import type { MessageEvent } from "../domain/message.js";
 import { isDatabaseUnavailable } from "../http/errors.js";
-import { microBatch } from "./micro-batch.js";
+import { microBatch } from "../micro-batch.js";
 import { type MessageRow, recordColumns } from "./projection.js";
 
 /** One message ready to be committed: its accepted event, its record and its outbox row. */

@@ -1,7 +1,7 @@
 import type postgres from "postgres";
 import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
-import { microBatch } from "./micro-batch.js";
+import { microBatch } from "../micro-batch.js";
 import type { MessageRow } from "./projection.js";
 
 interface RawRow {

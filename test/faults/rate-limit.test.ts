@@ -25,6 +25,19 @@ function send(app: { request: typeof h.app.request }, apiKey: string, query = "?
   });
 }
 
+/** `count` sends at once; how many passed, and how long they took (the bucket refills meanwhile). */
+async function concurrently(app: { request: typeof h.app.request }, apiKey: string, count: number) {
+  const started = Date.now();
+  const results = await Promise.all(Array.from({ length: count }, () => send(app, apiKey)));
+  const refused = results.filter((r) => r.status === 429);
+  for (const r of refused) expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+  expect(refused.length + results.filter((r) => r.status === 200).length).toBe(count);
+  return { passed: count - refused.length, elapsedMs: Date.now() - started };
+}
+
+/** At 2 tokens a second, at most this many more can have come back during `elapsedMs`. */
+const refilledDuring = (elapsedMs: number) => Math.floor(elapsedMs / 500);
+
 async function statuses(app: { request: typeof h.app.request }, apiKey: string, count: number) {
   const result: number[] = [];
   for (let i = 0; i < count; i++) result.push((await send(app, apiKey)).status);
@@ -60,6 +73,22 @@ describe("the send rate limit", () => {
     );
     // 2 a second: the next token is at most ~500 ms away.
     expect(Date.now() - started).toBeLessThan(1500);
+  });
+
+  it("answers sends that arrive together as if they came one by one: the burst passes, the rest get 429", async () => {
+    const { apiKey } = await onboard(h);
+    const { passed, elapsedMs } = await concurrently(h.app, apiKey, 12);
+    expect(passed).toBeGreaterThanOrEqual(5);
+    expect(passed).toBeLessThanOrEqual(5 + refilledDuring(elapsedMs));
+  });
+
+  it("grants what is left of a part-used bucket to concurrent sends", async () => {
+    const { apiKey } = await onboard(h);
+    const started = Date.now();
+    expect(await statuses(h.app, apiKey, 3)).toEqual([200, 200, 200]);
+    const { passed } = await concurrently(h.app, apiKey, 6);
+    expect(passed).toBeGreaterThanOrEqual(2);
+    expect(passed).toBeLessThanOrEqual(2 + refilledDuring(Date.now() - started));
   });
 
   it("leaves other organizations alone", async () => {
@@ -134,6 +163,13 @@ describe("the send rate limit without its Redis", () => {
     expect(await statuses(app, apiKey, 5)).toEqual([200, 200, 200, 200, 200]);
     expect((await send(app, apiKey)).status).toBe(429);
     expect((await send(app, other.apiKey)).status).toBe(200);
+  });
+
+  it("still limits concurrent sends without Redis", async () => {
+    const app = appOn(deadRedis);
+    const { apiKey } = await onboard(h);
+    // The in-memory limit is a fixed window of 5 per 2.5 s: nothing comes back within it.
+    expect((await concurrently(app, apiKey, 9)).passed).toBe(5);
   });
 
   it("still limits, without hanging, when Redis stops answering", async () => {
