@@ -48,7 +48,9 @@ export const smsSender = z
   .transform((value, ctx) => {
     const trimmed = value.trim();
     if (ALPHANUMERIC_SENDER.test(trimmed) || SHORT_CODE.test(trimmed)) return trimmed;
-    const parsed = trimmed.startsWith("+") ? parsePhoneNumberFromString(trimmed, { extract: false }) : undefined;
+    const parsed = trimmed.startsWith("+")
+      ? parsePhoneNumberFromString(trimmed, { extract: false })
+      : undefined;
     if (parsed?.isValid()) return parsed.number;
     ctx.addIssue({
       code: "custom",

@@ -3,8 +3,8 @@ import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
 import { fold, type MessageEvent, type MessageState } from "../domain/message.js";
 import { isDatabaseUnavailable } from "../http/errors.js";
-import { writeAppends } from "./event-store.js";
 import { microBatch } from "../micro-batch.js";
+import { writeAppends } from "./event-store.js";
 
 /**
  * What the delivery worker reads and writes, grouped across its concurrent jobs: the loads of

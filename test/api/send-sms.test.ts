@@ -103,7 +103,9 @@ describe("POST /api/v1/notifications/sms", () => {
     const response = await sendSms(h, apiKey, { payload: { ...valid.payload, body: text } });
     expect(response.status).toBe(202);
     const { request_id } = (await response.json()) as { request_id: string };
-    const record = (await (await getMessage(h, apiKey, request_id)).json()) as { payload: { message: string } };
+    const record = (await (await getMessage(h, apiKey, request_id)).json()) as {
+      payload: { message: string };
+    };
     expect(record.payload.message).toBe(text);
   });
 
