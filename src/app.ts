@@ -1,12 +1,12 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { requestId } from "hono/request-id";
 import { timeout } from "hono/timeout";
 import { errorResponse, handleError } from "./http/errors.js";
 import { MAX_BODY_BYTES } from "./http/json-body.js";
 import { serveDocs, validationHook } from "./http/openapi.js";
 import { bodyLimit, registerRoutes } from "./http/register-routes.js";
+import { requestId } from "./http/request-id.js";
 import type { AppDeps, AppEnv } from "./http/types.js";
 import { adminCredentials, operationsRoutes } from "./observability/operations.js";
 import { requestLog } from "./observability/request-log.js";
@@ -16,12 +16,7 @@ import { apiInfo, routes } from "./routes/index.js";
 export function createApp(deps: AppDeps): Hono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
-  app.use(
-    requestId({
-      headerName: "X-Request-Id",
-      limitLength: 200,
-    }),
-  );
+  app.use(requestId());
   app.use(
     timeout(
       deps.config.REQUEST_TIMEOUT_MS,

@@ -1,10 +1,10 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { requestId } from "hono/request-id";
 import { errorResponse, handleError } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { openapiRoute, serveDocs, validationHook } from "../http/openapi.js";
+import { requestId } from "../http/request-id.js";
 import { onboardClient, onboardRoute } from "./onboard.js";
 import { rateLimitByClient } from "./rate-limit.js";
 import type { EncryptionDeps, EncryptionEnv } from "./types.js";
@@ -13,7 +13,7 @@ import type { EncryptionDeps, EncryptionEnv } from "./types.js";
 export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
   const app = new OpenAPIHono<EncryptionEnv>({ defaultHook: validationHook });
 
-  app.use(requestId({ headerName: "X-Request-Id", limitLength: 200 }));
+  app.use(requestId());
   app.use(
     bodyLimit({
       maxSize: MAX_BODY_BYTES,

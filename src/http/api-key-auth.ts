@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { hashApiKey } from "../api-keys.js";
 import { findKeyOwner, type KeyOwner } from "../organizations/store.js";
 import { ApiError } from "./errors.js";
+import { requestHeader } from "./node-request.js";
 import type { AppDeps, AppEnv } from "./types.js";
 
 const INVALID_KEY = "Missing or invalid API key";
@@ -32,7 +33,7 @@ export function apiKeyAuth(deps: Pick<AppDeps, "db" | "config" | "now">): Middle
   }
 
   return async function authenticateApiKey(c, next) {
-    const raw = c.req.header("x-api-key");
+    const raw = requestHeader(c, "x-api-key");
     if (!raw || !KEY_SHAPE.test(raw)) throw new ApiError(401, INVALID_KEY);
     const owner = await lookup(hashApiKey(raw));
     if (!owner) throw new ApiError(401, INVALID_KEY);

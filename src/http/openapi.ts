@@ -4,6 +4,7 @@ import { z } from "zod";
 import { serveApiReference } from "./api-docs.js";
 import { ApiError, describeZodError } from "./errors.js";
 import { MAX_BODY_BYTES } from "./json-body.js";
+import { requestHeader } from "./node-request.js";
 
 /** The body of every error response, on every path. */
 export const errorBody = z
@@ -64,12 +65,13 @@ export function validationHook(result: { success: true } | { success: false; err
 /**
  * Serves `definition` on `app` and adds it, as written, to the app's OpenAPI document.
  *
- * zod-openapi validates the path, query and header parameters (failures reach
- * {@link validationHook}, after `middleware`, so authentication comes first). The JSON body is
- * declared for the document only: the handler reads it with `parseJsonBody`, because zod-openapi's
- * own body validator answers other content types differently (415 "Unsupported Media Type" for a
- * declared-but-wrong type, schema errors instead of 415 when the header is missing, "Malformed
- * JSON in request body", `application/*+json` accepted) and would parse the body a second time.
+ * The path, query and header parameters are validated by {@link validateParameters}, after
+ * `middleware` (so authentication comes first), and read in the handler with `c.req.valid(...)`
+ * as usual. The JSON body is declared for the document only: the handler reads it with
+ * `parseJsonBody`, because zod-openapi's own body validator answers other content types
+ * differently (415 "Unsupported Media Type" for a declared-but-wrong type, schema errors instead
+ * of 415 when the header is missing, "Malformed JSON in request body", `application/*+json`
+ * accepted) and would parse the body a second time.
  */
 export function openapiRoute<E extends Env>(
   app: OpenAPIHono<E>,
@@ -78,8 +80,47 @@ export function openapiRoute<E extends Env>(
   handler: Handler<E>,
 ): void {
   app.openAPIRegistry.registerPath(definition);
-  const { body: _documentedOnly, ...validated } = definition.request ?? {};
-  app.openapi({ ...definition, request: validated, middleware, hide: true }, handler as never);
+  const chain = [...middleware, validateParameters(definition.request ?? {})];
+  app.openapi({ ...definition, request: {}, middleware: chain, hide: true }, handler as never);
+}
+
+/**
+ * Validates a route's documented parameters with their zod schemas and hands the results to
+ * `c.req.valid("param" | "query" | "header")`; any failure is a 400 (see {@link validationHook}).
+ * It does what zod-openapi's validators do, minus their cost: hono's `validator` reads the
+ * Content-Type of every request it sees through `c.req.header()`, which makes node-server copy
+ * all the headers into a WHATWG `Headers` (see node-request.ts), and the header target copies
+ * them all again. Here a header schema's own keys are read, and nothing else.
+ */
+function validateParameters(request: NonNullable<RouteConfig["request"]>): MiddlewareHandler {
+  const { params, query, headers } = request;
+  const headerNames = headers instanceof z.ZodObject ? Object.keys(headers.shape) : [];
+  if (headers && headerNames.length === 0) throw new Error("header parameters must be one z.object");
+  return async function validateRouteParameters(c, next) {
+    if (params) c.req.addValidatedData("param", parsed(params, c.req.param()));
+    if (query) c.req.addValidatedData("query", parsed(query, queryValues(c.req.queries())));
+    if (headers) {
+      const values = Object.fromEntries(
+        headerNames.map((name) => [name, requestHeader(c, name.toLowerCase())]),
+      );
+      c.req.addValidatedData("header", parsed(headers as z.ZodType, values));
+    }
+    await next();
+  };
+}
+
+function parsed(schema: z.ZodType, value: unknown): object {
+  const result = schema.safeParse(value);
+  validationHook(result);
+  return result.data as object;
+}
+
+/** A query string's values as hono's validator gives them: a string, or an array when repeated. */
+function queryValues(queries: Record<string, string[]>): Record<string, string | string[]> {
+  const values: Record<string, string | string[]> = {};
+  for (const [key, list] of Object.entries(queries))
+    values[key] = list.length === 1 ? (list[0] as string) : list;
+  return values;
 }
 
 /**
