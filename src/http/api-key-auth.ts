@@ -12,24 +12,35 @@ const MAX_CACHED_KEYS = 10_000;
 /**
  * Resolves `x-api-key` to its organization. Missing, malformed, unknown and revoked keys all get
  * the same 401; a key of an inactive organization gets 403. Lookups are cached for
- * `AUTH_CACHE_TTL_MS`, which is therefore how long a revoked key may keep working.
+ * `AUTH_CACHE_TTL_MS`, which is therefore how long a revoked key may keep working. Requests that
+ * miss the cache together share one lookup, so a busy key's expiry costs one query, not one per
+ * request in flight.
  */
 export function apiKeyAuth(deps: Pick<AppDeps, "db" | "config" | "now">): MiddlewareHandler<AppEnv> {
   const ttlMs = deps.config.AUTH_CACHE_TTL_MS;
   const cache = new Map<string, { owner: KeyOwner; expiresAt: number }>();
+  const inFlight = new Map<string, Promise<KeyOwner | undefined>>();
 
   async function lookup(hash: string): Promise<KeyOwner | undefined> {
     const now = deps.now().getTime();
     const cached = cache.get(hash);
     if (cached && cached.expiresAt > now) return cached.owner;
-    const owner = await findKeyOwner(deps.db, hash);
-    if (owner && ttlMs > 0) {
-      if (cache.size >= MAX_CACHED_KEYS) cache.clear();
-      cache.set(hash, { owner, expiresAt: now + ttlMs });
-    } else {
-      cache.delete(hash);
+    let pending = inFlight.get(hash);
+    if (!pending) {
+      pending = findKeyOwner(deps.db, hash)
+        .then((owner) => {
+          if (owner && ttlMs > 0) {
+            if (cache.size >= MAX_CACHED_KEYS) cache.clear();
+            cache.set(hash, { owner, expiresAt: now + ttlMs });
+          } else {
+            cache.delete(hash);
+          }
+          return owner;
+        })
+        .finally(() => inFlight.delete(hash));
+      inFlight.set(hash, pending);
     }
-    return owner;
+    return pending;
   }
 
   return async function authenticateApiKey(c, next) {

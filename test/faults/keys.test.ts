@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { apiKeys } from "../../db/schema.js";
+import { createApp } from "../../src/app.js";
 import { revokeApiKey } from "../../src/organizations/store.js";
 import { createHarness, eventually, type Harness, onboard } from "../support/harness.js";
 
@@ -168,5 +169,31 @@ describe("a revoked key and the key cache", () => {
     );
     // The cached lookup expires 400 ms after it was made, which was before the revocation.
     expect(Date.now() - revokedAt).toBeLessThan(400 + 1500);
+  });
+
+  it("looks a key up once for the requests that miss the cache together", async () => {
+    const organization = await onboard(cached);
+    let lookups = 0;
+    // The real database, counting the queries the app builds on it (the key lookup is the only
+    // one a dry run makes).
+    const db = new Proxy(cached.deps.db, {
+      get(target, property, receiver) {
+        if (property === "select") lookups++;
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const app = createApp({ ...cached.deps, db });
+    const dryRun = () =>
+      app.request("/api/v1/notifications/sms?dry_run=true", {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": organization.apiKey },
+        body: JSON.stringify({ payload: { to: "+14155550100", body: "once" } }),
+      });
+    const statuses = await Promise.all(Array.from({ length: 20 }, dryRun));
+    expect(statuses.map((r) => r.status)).toEqual(Array(20).fill(200));
+    expect(lookups).toBe(1);
+    // Within AUTH_CACHE_TTL_MS the next one needs no lookup at all.
+    expect((await dryRun()).status).toBe(200);
+    expect(lookups).toBe(1);
   });
 });
