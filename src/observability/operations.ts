@@ -1,14 +1,16 @@
 import type { Queue } from "bullmq";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { Database } from "../../db/client.js";
 import { healthRoutes } from "./health.js";
 import type { Metrics } from "./metrics.js";
-import { QUEUE_BOARD_PATH, queueBoard } from "./queue-board.js";
+
+const QUEUE_BOARD_PATH = "/admin/queues";
 
 /**
  * The operator's endpoints, the same on every process that serves HTTP: `/healthz`, `/readyz`,
  * `/metrics`, and Bull Board at `/admin/queues` when `ADMIN_USER` / `ADMIN_PASSWORD` are set
- * (absent, so 404, otherwise).
+ * (absent, so 404, otherwise). Bull Board and its UI are loaded on the first visit: they are
+ * memory the API process does not otherwise need.
  */
 export function operationsRoutes(deps: {
   db: Database;
@@ -22,7 +24,25 @@ export function operationsRoutes(deps: {
     const body = await deps.metrics.registry.metrics();
     return c.body(body, 200, { "Content-Type": deps.metrics.registry.contentType });
   });
-  if (deps.admin) app.route(QUEUE_BOARD_PATH, queueBoard({ queues: [deps.queue], ...deps.admin }));
+  const { admin } = deps;
+  if (admin) {
+    let board: Promise<Hono> | undefined;
+    const serveBoard = async (c: Context) => {
+      board ??= import("./queue-board.js").then(({ queueBoard }) => {
+        const mounted = new Hono().route(
+          QUEUE_BOARD_PATH,
+          queueBoard({ basePath: QUEUE_BOARD_PATH, queues: [deps.queue], ...admin }),
+        );
+        // Errors (basic auth's 401) go on to the app's own handler, which answers `{ error }`.
+        return mounted.onError((error) => {
+          throw error;
+        });
+      });
+      return (await board).fetch(c.req.raw, c.env);
+    };
+    app.all(QUEUE_BOARD_PATH, serveBoard);
+    app.all(`${QUEUE_BOARD_PATH}/*`, serveBoard);
+  }
   return app;
 }
 

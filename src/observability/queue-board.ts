@@ -7,11 +7,14 @@ import { Hono } from "hono";
 import { basicAuth } from "hono/basic-auth";
 import { secretsEqual } from "../api-keys.js";
 
-export const QUEUE_BOARD_PATH = "/admin/queues";
-
-/** Bull Board over every queue, behind basic auth. Only mounted when credentials are configured. */
-export function queueBoard(options: { queues: Queue[]; user: string; password: string }): Hono {
-  const adapter = new HonoAdapter(serveStatic).setBasePath(QUEUE_BOARD_PATH);
+/** Bull Board over every queue, behind basic auth, for mounting at `basePath`. */
+export function queueBoard(options: {
+  basePath: string;
+  queues: Queue[];
+  user: string;
+  password: string;
+}): Hono {
+  const adapter = new HonoAdapter(serveStatic).setBasePath(options.basePath);
   createBullBoard({
     queues: options.queues.map((queue) => new BullMQAdapter(queue)),
     serverAdapter: adapter,

@@ -10,7 +10,6 @@ import {
   SERVER_ERRORS,
 } from "../http/openapi.js";
 import { defineRoute } from "../http/types.js";
-import { renderEmail, TemplateRenderError } from "../templates/render.js";
 import {
   emailSubject,
   globalMergeVars,
@@ -69,6 +68,9 @@ export const renderTemplate = defineRoute({
     const request = await parseJsonBody(c, body);
     const template = await findTemplate(deps.db, c.get("organization").id, name);
     if (!template) throw new ApiError(404, "Template not found");
+    // Loaded on the first preview: the renderer's libraries (Handlebars, an HTML parser,
+    // html-to-text) are ~15 MB of memory the web process does not otherwise need.
+    const { renderEmail, TemplateRenderError } = await import("../templates/render.js");
     try {
       const { subject = "", template_content, merge_language, global_merge_vars } = request;
       const email = renderEmail(template, {
