@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /** A new raw key: a readable prefix and 32 random bytes, base64url. Shown once, never stored. */
 export function generateApiKey(prefix: "ntf_" | "enc_"): string {
@@ -7,7 +7,8 @@ export function generateApiKey(prefix: "ntf_" | "enc_"): string {
 
 /** What is stored and looked up: SHA-256 of the raw key, hex. */
 export function hashApiKey(rawKey: string): string {
-  return createHash("sha256").update(rawKey).digest("hex");
+  // One-shot `hash` (Node 20.12): half the cost of createHash, and this runs on every request.
+  return hash("sha256", rawKey, "hex");
 }
 
 export const KEY_PREFIX_LENGTH = 12;
