@@ -23,7 +23,9 @@ interface Grouped {
 }
 
 const MAX_BATCH = 100;
-const MAX_IN_FLIGHT = 4;
+// Two: one statement filling while the other runs. Against four, in interleaved end-to-end runs:
+// +10-20 % messages/s, worker CPU per message -15 %, p99 about the same; one alone doubled p99.
+const MAX_IN_FLIGHT = 2;
 const grouped = new WeakMap<Database, Grouped>();
 
 function groupedFor(db: Database): Grouped {
