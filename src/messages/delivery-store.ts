@@ -77,7 +77,7 @@ async function loadMany(sql: postgres.Sql, messageIds: string[]): Promise<Delive
       to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at,
       o.active as organization_active
     from message_events e left join organizations o on o.id = e.organization_id
-    where e.message_id in (select value::uuid from json_array_elements_text(${JSON.stringify(messageIds)}::json))
+    where e.message_id = any(${messageIds}::uuid[])
     order by e.message_id, e.seq`;
   const byMessage = new Map<string, { events: MessageEvent[]; active: boolean }>();
   for (const row of rows) {

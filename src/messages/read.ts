@@ -69,10 +69,14 @@ async function findMany(sql: postgres.Sql, keys: Key[]): Promise<Array<MessageRo
       (extract(epoch from m.delivery_time) * 1000)::float8 as delivery_time,
       (extract(epoch from m.created_at) * 1000)::float8 as created_at,
       (extract(epoch from m.updated_at) * 1000)::float8 as updated_at
-    from json_to_recordset(${JSON.stringify(keys)}::json) as k("organizationId" uuid, "messageId" uuid)
-    join messages m on m.message_id = k."messageId" and m.organization_id = k."organizationId"`;
-  const found = new Map(rows.map((row) => [`${row.organization_id}/${row.message_id}`, toRow(row)]));
-  return keys.map((key) => found.get(`${key.organizationId}/${key.messageId}`));
+    from messages m
+    where m.message_id = any(${keys.map((key) => key.messageId)}::uuid[])`;
+  const found = new Map(rows.map((row) => [row.message_id, row]));
+  return keys.map((key) => {
+    const row = found.get(key.messageId);
+    // Another organization's message is not found, exactly like an unknown one.
+    return row && row.organization_id === key.organizationId ? toRow(row) : undefined;
+  });
 }
 
 function toRow(row: RawRow): MessageRow {
