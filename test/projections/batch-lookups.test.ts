@@ -1,0 +1,111 @@
+import { randomUUID } from "node:crypto";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createDatabase } from "../../db/client.js";
+import { ensureDatabase, runMigrations } from "../../db/migrate.js";
+import { loadForDelivery } from "../../src/messages/delivery-store.js";
+import { findMessageRow } from "../../src/messages/read.js";
+import { eventually } from "../support/harness.js";
+
+/**
+ * The worker's grouped load and the API's grouped read must find their batch through the primary
+ * key however large the table has grown since their statement was first planned. Joined to a
+ * JSON set (`json_array_elements_text`, `json_to_recordset`), they got Postgres to scan the whole
+ * `message_events` / `messages` table for every batch on tables of up to ~100k rows: quadratic
+ * in a new database under load (22.5 M rows read for 20,000 messages in the benchmark).
+ *
+ * A database of its own, so that no other test's scans are counted: the tables grow in steps
+ * while the same statements keep loading batches, as they do under load, and the table
+ * statistics then tell how many rows sequential scans read.
+ */
+const ROUNDS = 6;
+const PER_ROUND = 4000;
+const BATCH = 20;
+
+let url = "";
+let admin: postgres.Sql;
+const organizationId = randomUUID();
+
+beforeAll(async () => {
+  const base = new URL(inject("databaseUrl"));
+  const name = `ntf_scans_${Date.now()}_${process.pid}`;
+  base.pathname = `/${name}`;
+  url = base.toString();
+  await ensureDatabase(url);
+  await runMigrations(url);
+  admin = postgres(url, { max: 1, onnotice: () => {} });
+  await admin`insert into organizations (id, product_id, name, active) values (${organizationId}, 'scans', 'Scans', true)`;
+});
+
+afterAll(async () => {
+  await admin?.end();
+  const root = new URL(url);
+  root.pathname = "/postgres";
+  const sql = postgres(root.toString(), { max: 1, onnotice: () => {} });
+  await sql.unsafe(`drop database if exists "${new URL(url).pathname.slice(1)}" with (force)`);
+  await sql.end();
+});
+
+/** `count` accepted messages, with their event and their record; returns their ids. */
+async function addMessages(count: number): Promise<string[]> {
+  const rows = await admin<Array<{ id: string }>>`
+    with ids as (select gen_random_uuid() as id from generate_series(1, ${count})),
+    events as (
+      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+      select id, ${organizationId}, 1, 'accepted', 0,
+        jsonb_build_object('id', id, 'channel', 'sms', 'recipient', '+14155550100', 'sender', 'ACME',
+          'body', 'scan', 'organizationId', ${organizationId}::text, 'productId', 'scans',
+          'priority', 'medium', 'notificationType', null, 'retryEnabled', true,
+          'expiresAt', '2099-01-01T00:00:00.000Z'),
+        now()
+      from ids
+    )
+    insert into messages (message_id, organization_id, product_id, channel, status, priority,
+      recipient, sender, body, retry_enabled, retry_count, version, created_at, updated_at)
+    select id, ${organizationId}, 'scans', 'sms', 'accepted', 'medium', '+14155550100', 'ACME',
+      'scan', true, 0, 1, now(), now()
+    from ids
+    returning message_id as id`;
+  return rows.map((row) => row.id);
+}
+
+describe("grouped loads and reads of messages", () => {
+  it("use the primary key as the tables grow, never a scan of the whole table per batch", async () => {
+    const { db, sql } = createDatabase({ url, poolSize: 1 });
+    let total = 0;
+    try {
+      for (let round = 0; round < ROUNDS; round++) {
+        const ids = (await addMessages(PER_ROUND)).slice(0, BATCH);
+        total += PER_ROUND;
+        const loads = await Promise.all(ids.map((id) => loadForDelivery(db, id)));
+        expect(loads.map((load) => [load.state.status, load.organizationActive])).toEqual(
+          ids.map(() => ["accepted", true]),
+        );
+        const reads = await Promise.all(ids.map((id) => findMessageRow(db, organizationId, id)));
+        expect(reads.map((row) => row?.messageId)).toEqual(ids);
+        // Another organization's key finds nothing.
+        expect(await findMessageRow(db, randomUUID(), ids[0] as string)).toBeUndefined();
+      }
+    } finally {
+      await sql.end(); // its backend reports its table statistics as it exits
+    }
+    // Its backend reports once it has exited, a moment after the socket closes.
+    const scans = await eventually(
+      async () => {
+        const tables = await admin<
+          Array<{ relname: string; seq_tup_read: string; idx_scan: string; used: boolean }>
+        >`
+        select relname, seq_tup_read, idx_scan, coalesce(idx_scan, 0) + seq_scan > 0 as used
+        from pg_stat_user_tables where relname in ('message_events', 'messages') order by relname`;
+        return tables.length === 2 && tables.every((table) => table.used) ? tables : undefined;
+      },
+      5000,
+      "the loads' table statistics",
+    );
+    // A whole-table scan per batch would read 4k + 8k + … + 24k = 84k rows of each table.
+    for (const table of scans) {
+      expect(Number(table.idx_scan), table.relname).toBeGreaterThan(0);
+      expect(Number(table.seq_tup_read), table.relname).toBeLessThan(total / 4);
+    }
+  });
+});
