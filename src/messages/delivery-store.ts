@@ -63,6 +63,8 @@ export async function appendForDelivery(
 
 async function loadMany(sql: postgres.Sql, messageIds: string[]): Promise<DeliveryLoad[]> {
   // occurred_at as the ISO 8601 text events carry (drizzle leaves the driver's date parsing off).
+  // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
+  // message_events table for every batch (see read.ts).
   const rows = await sql<
     Array<{
       message_id: string;
