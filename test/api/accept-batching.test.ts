@@ -109,4 +109,37 @@ describe("accepting concurrent requests in batches", () => {
     expect(accepted.filter((r) => !r.replayed)).toHaveLength(1);
     expect(await messageCount([String(accepted[0]?.body.request_id)])).toBe(1);
   });
+
+  it("given two organizations replaying their own keys, one key string shared, in one batch, then each gets its own message", async () => {
+    const other = (await onboard(h)).apiKey;
+    const shared = `shared-${Date.now()}`;
+    const own = `own-${Date.now()}`;
+    const keys = [
+      { apiKey, key: shared, body: "mine, shared key" },
+      { apiKey, key: own, body: "mine, own key" },
+      { apiKey: other, key: shared, body: "theirs, shared key" },
+    ];
+    const first = await Promise.all(
+      keys.map((k) => sendSms(h, k.apiKey, sms(k.body), { "idempotency-key": k.key })),
+    );
+    const firstIds = await Promise.all(
+      first.map(async (r) => ((await r.json()) as { request_id: string }).request_id),
+    );
+    expect(new Set(firstIds).size).toBe(3);
+    // The replays arrive together: their held keys are read in one query.
+    const again = await Promise.all(
+      keys.map((k) => sendSms(h, k.apiKey, sms(k.body), { "idempotency-key": k.key })),
+    );
+    expect(again.map((r) => [r.status, r.headers.get("idempotent-replayed")])).toEqual(
+      keys.map(() => [202, "true"]),
+    );
+    const againIds = await Promise.all(
+      again.map(async (r) => ((await r.json()) as { request_id: string }).request_id),
+    );
+    expect(againIds).toEqual(firstIds);
+    // One organization's key means nothing to another: the same key there creates a new message.
+    const crossed = await sendSms(h, other, sms("mine, own key"), { "idempotency-key": own });
+    expect(crossed.status).toBe(202);
+    expect(crossed.headers.get("idempotent-replayed")).toBeNull();
+  });
 });
