@@ -115,6 +115,7 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
   // tokens with one call (one Redis round trip), the earliest first, as if they came one by one.
   const take = microBatch((organizationIds: string[]) => takeTogether(limiter, burst, organizationIds), {
     maxBatch: 10_000,
+    // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
     maxInFlight: 16,
     retryOneByOne: () => false,
   });
