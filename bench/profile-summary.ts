@@ -1,9 +1,13 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { parseArgs } from "node:util";
 
 /**
  * Summarises V8 CPU profiles (`node --cpu-prof`, or `npm run bench -- --profile`): self time by
  * package or project folder, and the top functions. Usage: tsx bench/profile-summary.ts <file or folder>
+ *   --inclusive        also the top functions by inclusive time (themselves and what they call)
+ *   --callers <name>   the call paths that lead to the samples of the functions named <name>
+ *                      (e.g. `writev`: which writes are HTTP responses, which Postgres statements)
  */
 interface ProfileNode {
   id: number;
@@ -29,6 +33,11 @@ function owner(url: string): string {
   const dist = /\/dist\/(.+)$/.exec(url)?.[1] ?? url;
   return `project: ${dist.split("/").slice(0, -1).join("/") || dist}`;
 }
+
+const { values: options, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { inclusive: { type: "boolean", default: false }, callers: { type: "string" } },
+});
 
 function summarise(file: string): void {
   const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
@@ -61,6 +70,47 @@ function summarise(file: string): void {
   for (const [key, ms] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, 30)) {
     console.log(`    ${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${key}`);
   }
+  if (options.inclusive || options.callers) paths(profile, perSampleMs, pct);
+}
+
+/** Inclusive time per function, and the call paths to `--callers`, from each node's ancestry. */
+function paths(profile: Profile, perSampleMs: number, pct: (ms: number) => string): void {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const frame = (node: ProfileNode) =>
+    `${node.callFrame.functionName || "(anonymous)"} (${owner(node.callFrame.url)}:${node.callFrame.lineNumber + 1})`;
+  const inclusive = new Map<string, number>();
+  const callers = new Map<string, number>();
+  for (const node of profile.nodes) {
+    const ms = (node.hitCount ?? 0) * perSampleMs;
+    if (ms === 0 || node.callFrame.functionName === "(idle)") continue;
+    const seen = new Set<string>();
+    const chain: string[] = [];
+    for (let id: number | undefined = node.id; id !== undefined; id = parent.get(id)) {
+      const current = byId.get(id) as ProfileNode;
+      const name = frame(current);
+      if (!seen.has(name)) inclusive.set(name, (inclusive.get(name) ?? 0) + ms);
+      seen.add(name);
+      if (id !== node.id && chain.length < 8) chain.push(name);
+    }
+    if (options.callers && node.callFrame.functionName === options.callers) {
+      const path = chain.join("\n        < ");
+      callers.set(path, (callers.get(path) ?? 0) + ms);
+    }
+  }
+  if (options.inclusive) {
+    console.log("  top functions by inclusive time:");
+    for (const [key, ms] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+      console.log(`    ${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  ${key}`);
+    }
+  }
+  if (options.callers) {
+    console.log(`  call paths to ${options.callers}:`);
+    for (const [path, ms] of [...callers].sort((a, b) => b[1] - a[1]).slice(0, 8)) {
+      console.log(`    ${pct(ms)} ${ms.toFixed(0).padStart(7)} ms  < ${path}`);
+    }
+  }
 }
 
 function files(path: string): string[] {
@@ -70,4 +120,4 @@ function files(path: string): string[] {
     .map((f) => join(path, f));
 }
 
-for (const arg of process.argv.slice(2)) for (const file of files(arg)) summarise(file);
+for (const arg of positionals) for (const file of files(arg)) summarise(file);
