@@ -77,9 +77,12 @@ describe("the send rate limit", () => {
 
   it("answers sends that arrive together as if they came one by one: the burst passes, the rest get 429", async () => {
     const { apiKey } = await onboard(h);
-    const { passed, elapsedMs } = await concurrently(h.app, apiKey, 12);
-    expect(passed).toBeGreaterThanOrEqual(5);
-    expect(passed).toBeLessThanOrEqual(5 + refilledDuring(elapsedMs));
+    // One send first, so the key is cached and the 12 reach the limiter in the same turn.
+    const started = Date.now();
+    expect((await send(h.app, apiKey)).status).toBe(200);
+    const { passed } = await concurrently(h.app, apiKey, 12);
+    expect(passed).toBeGreaterThanOrEqual(4);
+    expect(passed).toBeLessThanOrEqual(4 + refilledDuring(Date.now() - started));
   });
 
   it("grants what is left of a part-used bucket to concurrent sends", async () => {
