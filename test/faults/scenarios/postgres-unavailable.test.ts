@@ -110,12 +110,17 @@ describe("given Postgres becomes unreachable", () => {
     if (worker.crashes.length > 0) console.warn(`worker crashed:\n${worker.crashes.join("\n")}`);
     await expectSoundOutcome(s, audit);
     // Nothing failed because of the outage, and no attempt was burned: the only retries are the
-    // simulated failures of +15005550502 and, if any, attempts interrupted mid-commit.
+    // simulated failures of +15005550502 and, if any, attempts interrupted mid-commit. A simulated
+    // failure can itself be the interrupted attempt (the provider answered, the worker crashed
+    // before recording it), so the interruptions add at most their number.
     for (const [index, result] of before.entries()) {
       const message = audit.messages.get(result.id ?? "");
       expect(message?.status, JSON.stringify(message)).toBe("success");
       const simulated = index % 3 === 0 ? 2 : 0;
-      expect(message?.retryCount, JSON.stringify(message)).toBe(simulated + (message?.interrupted ?? 0));
+      expect(message?.retryCount, JSON.stringify(message)).toBeGreaterThanOrEqual(simulated);
+      expect(message?.retryCount, JSON.stringify(message)).toBeLessThanOrEqual(
+        simulated + (message?.interrupted ?? 0),
+      );
     }
     expect(provider.totalSends).toBeGreaterThanOrEqual(sendsWhilePaused);
   }, 150_000);
