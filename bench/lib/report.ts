@@ -100,13 +100,14 @@ export function targets(report: BenchReport): Target[] {
   }
   if (priority) {
     list.push({
-      what: "OTP under a 50,000 low flood: accept→success p99",
-      measured: `${fmt(priority.otp.events.acceptToFinalMs.p99)} ms`,
-      target: "≤ 500 ms",
+      what: "OTP under a 50,000 low flood: accept→success p99 (all OTPs; those accepted while the flood drained)",
+      measured: `${fmt(priority.otp.events.acceptToFinalMs.p99)} ms; ${fmt(priority.otp.underFlood.acceptToFinalMs.p99)} ms (${fmt(priority.otp.underFlood.messages)} OTPs)`,
+      target: "≤ 500 ms, ≥ half the OTPs under flood",
       met:
         priority.otp.allFinalWithinBound &&
         priority.otp.events.acceptToFinalMs.p99 <= 500 &&
-        priority.lowUnfinishedAtLastOtp > 0,
+        priority.otp.underFlood.acceptToFinalMs.p99 <= 500 &&
+        priority.otp.underFlood.messages * 2 >= priority.otp.messages,
     });
   }
   if (read) {
@@ -202,7 +203,8 @@ export function renderMarkdown(report: BenchReport): string {
       `Priority: ${fmt(p.flood.messages)} NEWS_UPDATE (low) accepted with the worker stopped at ${fmt(p.flood.accept.requestsPerS)} req/s; ` +
         `worker started; ${p.otp.messages} OTP at ${p.otp.ratePerS}/s while they drained (${fmt(p.lowUnfinishedAtLastOtp)} low still unfinished at the last OTP): ` +
         `OTP accept→final p50 ${fmt(p.otp.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(p.otp.events.acceptToFinalMs.p99)} ms**, ` +
-        `max ${fmt(p.otp.events.acceptToFinalMs.max)} ms (accepted → first attempt p50 ${fmt(p.otp.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(p.otp.events.acceptToFirstAttemptMs.p99)} ms); flood drained ${p.floodDrainS === null ? "not within the bound" : `${p.floodDrainS} s after the worker started`}.`,
+        `max ${fmt(p.otp.events.acceptToFinalMs.max)} ms (accepted → first attempt p50 ${fmt(p.otp.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(p.otp.events.acceptToFirstAttemptMs.p99)} ms); ` +
+        `the ${fmt(p.otp.underFlood.messages)} OTPs accepted before the last low message was final: p50 ${fmt(p.otp.underFlood.acceptToFinalMs.p50)} ms, p99 ${fmt(p.otp.underFlood.acceptToFinalMs.p99)} ms; flood drained ${p.floodDrainS === null ? "not within the bound" : `${p.floodDrainS} s after the worker started`}.`,
       "",
     );
   }
