@@ -87,10 +87,13 @@ export const configSchema = z.object({
   /** A request still unanswered after this gets 503 (a partition can freeze a database connection). */
   REQUEST_TIMEOUT_MS: int(100, 120_000).default(5000),
   TRUST_PROXY: bool.default(false),
-  /** Sends per second each organization may sustain (token bucket refill); 0 turns the limit off. */
-  SEND_RATE_LIMIT: int(0, 1_000_000).default(1000),
-  /** Sends an organization may make at once (token bucket capacity; at least SEND_RATE_LIMIT). */
-  SEND_RATE_BURST: int(1, 10_000_000).default(2000),
+  /**
+   * Sends per second each organization may sustain (token bucket refill); 0 (the default) turns the
+   * limit off. A shared deployment sets it so one tenant cannot take every other tenant's capacity.
+   */
+  SEND_RATE_LIMIT: int(0, 1_000_000).default(0),
+  /** Sends an organization may make at once (token bucket capacity; at least SEND_RATE_LIMIT; unset: twice it). */
+  SEND_RATE_BURST: int(1, 10_000_000).optional(),
   /** BullMQ job lock: a killed worker's jobs are taken again once it expires (then the next stall check). */
   WORKER_LOCK_DURATION_MS: int(1000, 600_000).default(30_000),
   /** How often a worker looks for stalled jobs (active, lock expired). */

@@ -16,7 +16,8 @@ const root = process.env.BENCH_APP_DIR ?? benchRoot;
 const ONBOARDING_TOKEN = "bench-onboarding-token-0123456789";
 /**
  * Organizations per stack. Load is spread over them (one key per connection, round robin) so the
- * per-organization send rate limit (SEND_RATE_LIMIT, default 1000/s) stays in force yet out of the way.
+ * per-organization send rate limit, turned on here (SEND_RATE_LIMIT below, off by default), stays
+ * in force, and its cost in the numbers, yet out of the way.
  */
 const ORGANIZATIONS = 100;
 /** Every stack not closed yet, so a run that overruns its deadline can still clean up. */
@@ -163,6 +164,7 @@ export class Stack {
       EMAIL_PROVIDER: "simulator",
       PUSH_PROVIDER: "simulator",
       LOG_LEVEL: "warn",
+      SEND_RATE_LIMIT: "1000",
       ...this.#options.env,
     };
   }

@@ -89,7 +89,7 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
   const rate = deps.config.SEND_RATE_LIMIT;
   if (rate === 0) return async (_c, next) => next();
   // The bucket holds at least one second's worth: the library needs a refill time of 1 s or more.
-  const burst = Math.max(deps.config.SEND_RATE_BURST, rate);
+  const burst = Math.max(deps.config.SEND_RATE_BURST ?? 2 * rate, rate);
   const refillSeconds = burst / rate;
 
   const keyPrefix = `${deps.config.QUEUE_PREFIX}:rate-limit:send`;

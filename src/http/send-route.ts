@@ -84,7 +84,7 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
         JSON_BODY_ERRORS,
         { 422: "`Idempotency-Key` already used with a different body" },
         {
-          429: "Over the organization's send rate (`SEND_RATE_LIMIT` a second, all channels together); retry after `Retry-After` seconds",
+          429: "Over the organization's send rate (`SEND_RATE_LIMIT` a second when set, all channels together); retry after `Retry-After` seconds",
         },
         SERVER_ERRORS,
       ),

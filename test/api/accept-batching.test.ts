@@ -9,7 +9,7 @@ import { createHarness, getMessage, onboard, sendSms } from "../support/harness.
  * The accept path groups concurrent requests into one statement (src/messages/accept-batcher.ts).
  * These tests drive it through the API with many requests at once, as a busy server sees them.
  */
-const h = createHarness({ SEND_RATE_LIMIT: "0" });
+const h = createHarness();
 let apiKey = "";
 beforeAll(async () => {
   apiKey = (await onboard(h)).apiKey;

@@ -15,7 +15,10 @@ const LIMITS = { SEND_RATE_LIMIT: "2", SEND_RATE_BURST: "5" };
 const h = createHarness(LIMITS);
 /** A second web process on the same Redis and prefix: the same buckets. */
 const sibling = createHarness({ ...LIMITS, QUEUE_PREFIX: h.config.QUEUE_PREFIX });
-const unlimited = createHarness({ SEND_RATE_LIMIT: "0" });
+/** The default configuration: no SEND_RATE_LIMIT. */
+const unlimited = createHarness();
+/** A limit without SEND_RATE_BURST: the bucket holds two seconds' worth. */
+const burstUnset = createHarness({ SEND_RATE_LIMIT: "3" });
 
 function send(app: { request: typeof h.app.request }, apiKey: string, query = "?dry_run=true") {
   return app.request(`/api/v1/notifications/sms${query}`, {
@@ -45,7 +48,7 @@ async function statuses(app: { request: typeof h.app.request }, apiKey: string, 
 }
 
 afterAll(async () => {
-  await Promise.all([h.close(), sibling.close(), unlimited.close()]);
+  await Promise.all([h.close(), sibling.close(), unlimited.close(), burstUnset.close()]);
 });
 
 describe("the send rate limit", () => {
@@ -115,10 +118,19 @@ describe("the send rate limit", () => {
     expect(get.status).toBe(404);
   });
 
-  it("is off with SEND_RATE_LIMIT=0", async () => {
+  it("is off by default", async () => {
+    expect(unlimited.config.SEND_RATE_LIMIT).toBe(0);
     const { apiKey } = await onboard(unlimited);
     const results = await statuses(unlimited.app, apiKey, 30);
     expect(results.every((status) => status === 200)).toBe(true);
+  });
+
+  it("holds twice SEND_RATE_LIMIT when SEND_RATE_BURST is unset", async () => {
+    const { apiKey } = await onboard(burstUnset);
+    const { passed, elapsedMs } = await concurrently(burstUnset.app, apiKey, 12);
+    // 6 at once, plus what 3 tokens a second brought back meanwhile.
+    expect(passed).toBeGreaterThanOrEqual(6);
+    expect(passed).toBeLessThanOrEqual(6 + Math.floor((elapsedMs * 3) / 1000));
   });
 });
 

@@ -7,8 +7,8 @@ import { relayOutboxOnce } from "../../src/messages/outbox-relay.js";
 import { createHarness, onboard, sendSms, silentLogger, unreachableQueue } from "../support/harness.js";
 
 /** No worker runs here: the tests run the relay's passes themselves. */
-const h = createHarness({ SEND_RATE_LIMIT: "0" });
-const other = createHarness({ SEND_RATE_LIMIT: "0" });
+const h = createHarness();
+const other = createHarness();
 let apiKey = "";
 let otherKey = "";
 beforeAll(async () => {
