@@ -57,7 +57,11 @@ export function packageVersions(): Record<string, string> {
 export function gitRevision(directory = root): string {
   try {
     const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: directory }).toString().trim();
-    const dirty = execFileSync("git", ["status", "--porcelain"], { cwd: directory }).toString().trim() !== "";
+    // Tracked files only: the results this run writes, or a worktree's node_modules link, change no code.
+    const dirty =
+      execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: directory })
+        .toString()
+        .trim() !== "";
     return dirty ? `${head} (uncommitted changes)` : head;
   } catch {
     return "unknown";
