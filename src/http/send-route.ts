@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { NotificationType } from "../domain/priority.js";
@@ -102,25 +102,31 @@ export interface SendRequest {
   notificationType: NotificationType | undefined;
 }
 
+/**
+ * What the message will be, defaults applied, hashed: the same key with the same hash replays.
+ * (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change.)
+ */
+function requestHash({ content, retryEnabled, notificationType }: SendRequest): string {
+  return hash(
+    "sha256",
+    JSON.stringify(Object.assign({}, content, { retryEnabled, notificationType })),
+    "hex",
+  );
+}
+
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
 export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
   const { label, content, retryEnabled, notificationType } = request;
   if (request.dryRun)
     return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
 
-  // What the message will be, defaults applied: the same key with this same content replays.
-  // (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change.)
-  const normalised = Object.assign({}, content, { retryEnabled, notificationType });
   const result = await acceptMessage(deps, {
     organization: c.get("organization"),
     content,
     retryEnabled,
     notificationType,
     idempotency: request.idempotencyKey
-      ? {
-          key: request.idempotencyKey,
-          requestHash: createHash("sha256").update(JSON.stringify(normalised)).digest("hex"),
-        }
+      ? { key: request.idempotencyKey, requestHash: requestHash(request) }
       : undefined,
   });
   const accepted = `${label} notification accepted`;
