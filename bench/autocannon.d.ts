@@ -38,6 +38,8 @@ declare module "autocannon" {
     method?: string;
     headers?: Record<string, string>;
     body?: string;
+    /** Replaces every `[<id>]` in each request (headers and body) with a new unique id. */
+    idReplacement?: boolean;
     requests?: RequestSpec[];
     setupClient?: (client: { setHeaders: (headers: Record<string, string>) => void }) => void;
     title?: string;

@@ -12,6 +12,8 @@ export interface BenchReport {
   results: {
     ceiling?: LoadScenarioResult;
     accept64?: LoadScenarioResult;
+    /** The same with a new `Idempotency-Key` on every request (no target: what the claims cost). */
+    accept64Idempotent?: LoadScenarioResult;
     accept64Worker?: LoadScenarioResult;
     accept256?: LoadScenarioResult;
     endToEnd?: EndToEndResult;
@@ -173,6 +175,7 @@ export function renderMarkdown(report: BenchReport): string {
     ...[
       loadRow("ceiling (insert + add per request)", results.ceiling),
       loadRow("accept, worker stopped", results.accept64),
+      loadRow("accept, worker stopped, a new Idempotency-Key each", results.accept64Idempotent),
       loadRow("accept, worker running", results.accept64Worker),
       loadRow("accept, worker stopped", results.accept256),
       loadRow("read GET /messages/{id}", results.read),

@@ -82,18 +82,30 @@ async function withStack<T>(
   }
 }
 
-/** POST /notifications/sms; each connection sends as one organization, taken round robin. */
-function postSms(stack: Stack, options: { connections: number; body: string }) {
+/**
+ * POST /notifications/sms; each connection sends as one organization, taken round robin. With
+ * `idempotencyKeys`, every request carries an `Idempotency-Key` of its own (autocannon puts a
+ * unique id in place of `[<id>]`), as a client that retries safely sends them.
+ */
+function postSms(stack: Stack, options: { connections: number; body: string; idempotencyKeys?: boolean }) {
   let next = 0;
+  const keyHeader: Record<string, string> = options.idempotencyKeys
+    ? { "idempotency-key": "bench-[<id>]" }
+    : {};
   return {
     url: `${stack.base}${SMS_PATH}`,
     method: "POST",
     connections: options.connections,
-    headers: { "content-type": "application/json", "x-api-key": stack.apiKey },
+    idReplacement: options.idempotencyKeys ?? false,
+    headers: { "content-type": "application/json", "x-api-key": stack.apiKey, ...keyHeader },
     body: options.body,
     setupClient: (client: { setHeaders: (headers: Record<string, string>) => void }) => {
       const organization = stack.organizations[next++ % stack.organizations.length];
-      client.setHeaders({ "content-type": "application/json", "x-api-key": organization?.apiKey ?? "" });
+      client.setHeaders({
+        "content-type": "application/json",
+        "x-api-key": organization?.apiKey ?? "",
+        ...keyHeader,
+      });
     },
     expectedStatus: 202,
   };
@@ -102,12 +114,16 @@ function postSms(stack: Stack, options: { connections: number; body: string }) {
 /** Scenario 1: POST /notifications/sms at a fixed number of connections. */
 export async function acceptScenario(
   settings: Settings,
-  options: { connections: number; withWorker: boolean },
+  options: { connections: number; withWorker: boolean; idempotencyKeys?: boolean },
 ): Promise<LoadScenarioResult> {
-  const label = `accept${options.connections}${options.withWorker ? "w" : ""}`;
+  const label = `accept${options.connections}${options.withWorker ? "w" : ""}${options.idempotencyKeys ? "i" : ""}`;
   return withStack(label, settings, async (stack) => {
     if (options.withWorker) await stack.startWorker();
-    const request = postSms(stack, { connections: options.connections, body: smsBody() });
+    const request = postSms(stack, {
+      connections: options.connections,
+      body: smsBody(),
+      idempotencyKeys: options.idempotencyKeys,
+    });
     await load({ ...request, duration: settings.warmupS });
     return measured(
       () => ({ web: stack.web, worker: stack.worker }),
