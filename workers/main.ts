@@ -10,10 +10,15 @@ import { onShutdown, runProcess } from "../src/process.js";
 import { createRedis } from "../src/redis.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
+import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
 import { startOpsServer } from "./ops-server.js";
+import { every } from "./periodic.js";
 import { createProviders } from "./providers/index.js";
 import { warnUnlessNoEviction } from "./redis-checks.js";
 import { sweep } from "./sweeper.js";
+
+/** How often a worker deletes expired `Idempotency-Key` claims. */
+const PRUNE_INTERVAL_MS = 60_000;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -78,13 +83,17 @@ async function main(): Promise<void> {
     logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed"),
   );
 
-  let sweeping: Promise<unknown> = Promise.resolve();
-  const sweepTimer = setInterval(() => {
-    if (!database.available) return;
-    sweeping = sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
+  const databaseUp = () => database.available;
+  const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUp, () =>
+    sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
-      .catch((error: unknown) => logger.warn({ err: error }, "sweep failed"));
-  }, config.SWEEP_INTERVAL_MS);
+      .catch((error: unknown) => logger.warn({ err: error }, "sweep failed")),
+  );
+  const pruner = every(PRUNE_INTERVAL_MS, databaseUp, () =>
+    pruneIdempotencyKeys(sql, { now: new Date() })
+      .then((count) => count > 0 && logger.info({ count }, "deleted expired idempotency keys"))
+      .catch((error: unknown) => logger.warn({ err: error }, "idempotency key pruning failed")),
+  );
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ db, queue, logger });
@@ -98,11 +107,11 @@ async function main(): Promise<void> {
   );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    clearInterval(sweepTimer);
+    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
     database.close();
     await ops?.close();
     await worker.close();
-    await sweeping;
+    await periodicStopped;
     await relay.stop();
     await providers.email.close?.();
     await queue.close();

@@ -3,8 +3,10 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { ensureDatabase, runMigrations } from "../../db/migrate.js";
+import { IDEMPOTENCY_WINDOW_MS } from "../../src/messages/accept.js";
 import { loadForDelivery } from "../../src/messages/delivery-store.js";
 import { findMessageRow } from "../../src/messages/read.js";
+import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../workers/idempotency-pruner.js";
 import { eventually } from "../support/harness.js";
 
 /**
@@ -13,6 +15,8 @@ import { eventually } from "../support/harness.js";
  * JSON set (`json_array_elements_text`, `json_to_recordset`), they got Postgres to scan the whole
  * `message_events` / `messages` table for every batch on tables of up to ~100k rows: quadratic
  * in a new database under load (22.5 M rows read for 20,000 messages in the benchmark).
+ *
+ * The pruning of expired idempotency keys is held to the same rule.
  *
  * A database of its own, so that no other test's scans are counted: the tables grow in steps
  * while the same statements keep loading batches, as they do under load, and the table
@@ -45,6 +49,23 @@ afterAll(async () => {
   await sql.unsafe(`drop database if exists "${new URL(url).pathname.slice(1)}" with (force)`);
   await sql.end();
 });
+
+/** Rows read by sequential scans of these tables, once every backend that read them has reported. */
+async function scansOf(tables: string[]) {
+  // A backend reports its table statistics as it exits, a moment after its socket closes.
+  return eventually(
+    async () => {
+      const rows = await admin<
+        Array<{ relname: string; seq_tup_read: string; idx_scan: string; used: boolean }>
+      >`
+        select relname, seq_tup_read, idx_scan, coalesce(idx_scan, 0) + seq_scan > 0 as used
+        from pg_stat_user_tables where relname = any(${tables}) order by relname`;
+      return rows.length === tables.length && rows.every((table) => table.used) ? rows : undefined;
+    },
+    5000,
+    `the table statistics of ${tables.join(", ")}`,
+  );
+}
 
 /** `count` accepted messages, with their event and their record; returns their ids. */
 async function addMessages(count: number): Promise<string[]> {
@@ -89,23 +110,41 @@ describe("grouped loads and reads of messages", () => {
     } finally {
       await sql.end(); // its backend reports its table statistics as it exits
     }
-    // Its backend reports once it has exited, a moment after the socket closes.
-    const scans = await eventually(
-      async () => {
-        const tables = await admin<
-          Array<{ relname: string; seq_tup_read: string; idx_scan: string; used: boolean }>
-        >`
-        select relname, seq_tup_read, idx_scan, coalesce(idx_scan, 0) + seq_scan > 0 as used
-        from pg_stat_user_tables where relname in ('message_events', 'messages') order by relname`;
-        return tables.length === 2 && tables.every((table) => table.used) ? tables : undefined;
-      },
-      5000,
-      "the loads' table statistics",
-    );
+    const scans = await scansOf(["message_events", "messages"]);
     // A whole-table scan per batch would read 4k + 8k + … + 24k = 84k rows of each table.
     for (const table of scans) {
       expect(Number(table.idx_scan), table.relname).toBeGreaterThan(0);
       expect(Number(table.seq_tup_read), table.relname).toBeLessThan(total / 4);
     }
+  });
+});
+
+describe("pruning expired idempotency keys", () => {
+  it("finds them through the created_at index and deletes them by address, never scanning the table per batch", async () => {
+    const fresh = 20_000;
+    const expired = 1000;
+    const expiredAt = new Date(Date.now() - IDEMPOTENCY_WINDOW_MS - 2 * PRUNE_MARGIN_MS).toISOString();
+    await admin`
+      insert into idempotency_keys (organization_id, key, request_hash, message_id, created_at)
+      select ${organizationId}, 'fresh-' || g, '', gen_random_uuid(), now() from generate_series(1, ${fresh}) g`;
+    await admin`
+      insert into idempotency_keys (organization_id, key, request_hash, message_id, created_at)
+      select ${organizationId}, 'expired-' || g, '', gen_random_uuid(), ${expiredAt}::timestamptz
+      from generate_series(1, ${expired}) g`;
+    await admin`analyze idempotency_keys`; // as autovacuum keeps a table this size analysed
+
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      expect(await pruneIdempotencyKeys(sql, { now: new Date(), batchSize: 100 })).toBe(expired);
+    } finally {
+      await sql.end();
+    }
+
+    const [keys] = await admin<Array<{ count: number }>>`select count(*)::int as count from idempotency_keys`;
+    expect(keys?.count).toBe(fresh);
+    // Ten batches: a scan of the whole table for each would read 10 × 21,000 rows.
+    const [table] = await scansOf(["idempotency_keys"]);
+    expect(Number(table?.idx_scan)).toBeGreaterThan(0);
+    expect(Number(table?.seq_tup_read)).toBeLessThan(fresh);
   });
 });
