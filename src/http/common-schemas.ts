@@ -16,26 +16,33 @@ export const productIdParam = z
   .string()
   .regex(/^[A-Za-z0-9._-]{1,64}$/, "productId must be 1-64 characters of A-Z a-z 0-9 . _ -");
 
-/** A phone number in international format, normalised to E.164. Digits alone get a leading +. */
+/**
+ * A phone number in international format (a leading + and the country code), normalised to E.164.
+ * Digits without the + are refused rather than guessed at: a national number read as
+ * international is often another country's valid number (a US 646 555 0100 read as +64… is in New Zealand).
+ */
 export const phoneNumber = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
     const trimmed = value.trim();
-    const candidate = /^\d{8,15}$/.test(trimmed) ? `+${trimmed}` : trimmed;
     // extract: false, the whole string must be the number ("call +1… now" is not one), which
     // also spares libphonenumber a search through the text (~10 % of its cost).
-    const parsed = parsePhoneNumberFromString(candidate, { extract: false });
+    const parsed = trimmed.startsWith("+")
+      ? parsePhoneNumberFromString(trimmed, { extract: false })
+      : undefined;
     if (!parsed?.isValid()) {
       ctx.addIssue({
         code: "custom",
-        message: "must be a valid phone number in international format, e.g. +14155550100",
+        message:
+          "must be a valid phone number in international format: + and the country code, e.g. +14155550100",
       });
       return z.NEVER;
     }
     return parsed.number;
   })
   .meta({
-    description: "A phone number in international format, normalised to E.164; digits alone get a leading +",
+    description:
+      "A phone number in international format (+ and the country code; spaces, dots, dashes and brackets allowed), normalised to E.164",
     example: "+14155550100",
   });
 

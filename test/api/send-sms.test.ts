@@ -127,6 +127,16 @@ describe("POST /api/v1/notifications/sms", () => {
         { payload: { to: "+1415555010", body: "x" } },
         /payload\.to: must be a valid phone number/,
       ],
+      [
+        "digits without + and the country code (a US number that would reach New Zealand)",
+        { payload: { to: "6465550100", body: "x" } },
+        /payload\.to: must be a valid phone number in international format: \+ and the country code/,
+      ],
+      [
+        "digits with the country code but no +",
+        { payload: { to: "14155550100", body: "x" } },
+        /payload\.to: must be a valid phone number/,
+      ],
       ["letters as a phone number", { payload: { to: "call me", body: "x" } }, /payload\.to/],
       [
         "a number inside other text",

@@ -105,13 +105,13 @@ const pick = <T>(valid: fc.Arbitrary<T>, wrong: fc.Arbitrary<unknown> = text) =>
   );
 
 const phone = fc.oneof(
-  fc.constantFrom("+1", "", "++1", "+999", "0", "+15005550001x", "1".repeat(30)),
+  fc.constantFrom("+1", "", "++1", "+999", "0", "+15005550001x", "1".repeat(30), "14155550100"),
   fc.stringMatching(/^\+?[0-9 ()-]{0,20}$/),
   text,
 );
 const validPhone = fc.constantFrom(
   "+14155550100",
-  "14155550100",
+  " +1 (415) 555-0100 ",
   "+44 20 7946 0958",
   "+15005550001",
   "+4915112345678",
