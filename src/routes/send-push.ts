@@ -89,15 +89,21 @@ const payload = z
 
 const body = sendBody(payload);
 
-/** `allowed`: exact hosts (`host` or `host:port`) and `*.suffix` patterns; null allows any. */
+/**
+ * `allowed`: exact hosts (`host` or `host:port`) and `*.suffix` patterns; null allows any. A
+ * pattern without a port allows only HTTPS on its default port (push services speak nothing
+ * else); `host:port` allows exactly that port, over HTTP or HTTPS (a push service of one's own).
+ */
 export function hostAllowed(endpoint: URL, allowed: readonly string[] | null): boolean {
   if (allowed === null) return true;
   const hostname = endpoint.hostname.toLowerCase();
-  return allowed.some((pattern) =>
-    pattern.startsWith("*.")
-      ? hostname.endsWith(pattern.slice(1))
-      : pattern === hostname || pattern === endpoint.host.toLowerCase(),
-  );
+  const defaultHttps = endpoint.protocol === "https:" && endpoint.port === "";
+  return allowed.some((pattern) => {
+    if (pattern.startsWith("*.")) return defaultHttps && hostname.endsWith(pattern.slice(1));
+    return pattern.includes(":")
+      ? pattern === endpoint.host.toLowerCase()
+      : defaultHttps && pattern === hostname;
+  });
 }
 
 export const sendPush = defineRoute({

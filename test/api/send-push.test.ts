@@ -163,6 +163,7 @@ describe("POST /api/v1/notifications/push", () => {
       "https://fcm.googleapis.com/fcm/send/abc",
       "https://web.push.apple.com/QGu",
       "https://FCM.googleapis.com/fcm/send/abc",
+      "https://fcm.googleapis.com:443/fcm/send/abc",
       "http://127.0.0.1:4000/push/x",
     ])("accepts %s", async (endpoint) => {
       expect((await sendTo(endpoint)).status).toBe(202);
@@ -173,6 +174,11 @@ describe("POST /api/v1/notifications/push", () => {
       ["https://push.apple.com.evil.test/x", "push.apple.com.evil.test"],
       ["https://evilfcm.googleapis.com.test/x", "evilfcm.googleapis.com.test"],
       ["http://127.0.0.1:5432/x", "127.0.0.1:5432"],
+      // A host pattern without a port is HTTPS on port 443 only.
+      ["http://fcm.googleapis.com/fcm/send/abc", "fcm.googleapis.com"],
+      ["https://fcm.googleapis.com:6379/x", "fcm.googleapis.com:6379"],
+      ["https://web.push.apple.com:22/x", "web.push.apple.com:22"],
+      ["http://web.push.apple.com/x", "web.push.apple.com"],
     ])("refuses %s with 400, storing nothing, dry run included", async (endpoint, host) => {
       const before = await countMessages(h, organizationId);
       await expectError(
