@@ -1,17 +1,20 @@
 import { DrizzleQueryError } from "drizzle-orm/errors";
 import pino, { type Logger } from "pino";
+import postgres from "postgres";
 
 export type { Logger };
 
 /**
  * What of an error may be logged. drizzle wraps a failed query in an error whose message holds
  * the query's parameters (phone numbers, message bodies, e-mail addresses), and Postgres quotes
- * offending values in its own messages; so for database errors only the driver's error is kept,
- * with quoted values that are not plain identifiers (constraint or column names) redacted.
+ * offending values in its own message and its `detail` and `where` fields (a JSON error quotes
+ * the text around the fault); so for database errors, wrapped or straight from postgres.js, only
+ * the name, code, constraint and message are kept, with quoted values that are not plain
+ * identifiers (constraint or column names) redacted.
  */
 export function loggableError(error: unknown): unknown {
-  if (!(error instanceof DrizzleQueryError)) return error;
-  const cause = error.cause as
+  if (!(error instanceof DrizzleQueryError) && !(error instanceof postgres.PostgresError)) return error;
+  const cause = (error instanceof DrizzleQueryError ? error.cause : error) as
     | { name?: string; message?: string; code?: string; constraint_name?: string; stack?: string }
     | undefined;
   const message = (cause?.message ?? "database query failed").replace(

@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import { eq } from "drizzle-orm";
 import pino from "pino";
+import postgres from "postgres";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabase } from "../db/client.js";
 import { organizations } from "../db/schema.js";
@@ -33,6 +34,19 @@ describe("error logging", () => {
     );
     logger.error({ err: error }, "query failed");
     expect(JSON.parse(logged).err.message).toBe('invalid input syntax for type uuid: "[redacted]"');
+    expect(logged).not.toContain("+14155559999");
+    expect(logged).not.toContain("private text");
+  });
+
+  it("keeps the text Postgres quotes from a message (detail, where) out of a postgres.js error", async () => {
+    const error = await sql`select ${'{"to":"+14155559999","body":"private text \\ud800"}'}::jsonb`
+      .then(() => undefined)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(postgres.PostgresError);
+    expect(JSON.stringify(error)).toContain("private text"); // Postgres quotes it in `where`
+
+    const logged = JSON.stringify(pino.stdSerializers.err(loggableError(error) as Error));
+    expect(JSON.parse(logged)).toMatchObject({ code: "22P02" });
     expect(logged).not.toContain("+14155559999");
     expect(logged).not.toContain("private text");
   });

@@ -34,6 +34,14 @@ const message = {
   merge_language: "mailchimp",
   global_merge_vars: [{ name: "FNAME", content: "Ada" }],
 };
+const withMessage = (patch: object) => ({
+  payload: { ...valid.payload, message: { ...message, ...patch } },
+});
+
+/** An array nested `depth` levels deep around one string. */
+const nested = (depth: number): unknown =>
+  Array.from({ length: depth }).reduce<unknown>((inner) => [inner], "x");
+
 const valid = {
   payload: {
     template_name: "welcome",
@@ -128,6 +136,17 @@ describe("POST /api/v1/notifications/email", () => {
     expect((record.payload.template_fields as typeof body.payload).message.global_merge_vars).toEqual(vars);
   });
 
+  it("keeps a merge variable nested as deep as the limit allows", async () => {
+    // The body's root object, payload, message, the vars array and its entry take five levels.
+    const vars = [{ name: "deep", content: nested(59) }];
+    const id = await acceptedId(withMessage({ merge_language: "handlebars", global_merge_vars: vars }));
+    const record = (await (await getMessage(h, apiKey, id)).json()) as Record_;
+    expect(
+      (record.payload.template_fields as { message: { global_merge_vars: unknown } }).message
+        .global_merge_vars,
+    ).toEqual(vars);
+  });
+
   it("takes its tier from notification_type", async () => {
     const id = await acceptedId({ ...valid, notification_type: "PASSWORD_RESET" });
     const record = (await (await getMessage(h, apiKey, id)).json()) as Record_;
@@ -135,9 +154,6 @@ describe("POST /api/v1/notifications/email", () => {
   });
 
   describe("refuses bad input with 400 naming the field, storing nothing", () => {
-    const withMessage = (patch: object) => ({
-      payload: { ...valid.payload, message: { ...message, ...patch } },
-    });
     it.each([
       ["a missing payload", {}, /payload: is required/],
       ["a missing template_name", { payload: { message } }, /template_name/],
@@ -197,6 +213,11 @@ describe("POST /api/v1/notifications/email", () => {
         /global_merge_vars\.0\.name/,
       ],
       ["a merge var without content", withMessage({ global_merge_vars: [{ name: "x" }] }), /content/],
+      [
+        "a merge var nested past 64 levels (it would overflow what serialises it)",
+        withMessage({ global_merge_vars: [{ name: "x", content: nested(100) }] }),
+        /must not nest deeper than 64 levels/,
+      ],
       ["an unknown field in message", withMessage({ html: "<p>raw</p>" }), /html/],
       ["an unknown field in payload", { payload: { ...valid.payload, body: "x" } }, /body/],
       [

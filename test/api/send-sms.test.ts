@@ -65,6 +65,16 @@ describe("POST /api/v1/notifications/sms", () => {
     });
   });
 
+  it("takes a character outside the BMP written as an escaped surrogate pair", async () => {
+    const response = await sendSms(h, apiKey, '{"payload":{"to":"+14155550100","body":"ok \\ud83d\\ude00"}}');
+    expect(response.status).toBe(202);
+    const { request_id } = (await response.json()) as { request_id: string };
+    const record = (await (await getMessage(h, apiKey, request_id)).json()) as {
+      payload: { message: string };
+    };
+    expect(record.payload.message).toBe("ok \u{1F600}");
+  });
+
   it("normalises the recipient to E.164 and uses the default sender when none is given", async () => {
     const response = await sendSms(h, apiKey, { payload: { to: "+1 (415) 555-0100", body: "hi" } });
     const { request_id } = (await response.json()) as { request_id: string };
@@ -189,6 +199,23 @@ describe("POST /api/v1/notifications/sms", () => {
       const before = await countMessages(h, organizationId);
       const nested = { payload: { to: "+14155550100", body: "x", sender: { deep: [{ "k\u0000": 1 }] } } };
       await expectError(await sendSms(h, apiKey, JSON.stringify(nested)), 400, /NUL character/);
+      expect(await countMessages(h, organizationId)).toBe(before);
+    });
+
+    it.each([
+      ["in the body", '{"payload":{"to":"+14155550100","body":"cut \\ud83d"}}'],
+      ["in a key", '{"payload":{"to":"+14155550100","body":"x","\\udc00":1}}'],
+      ["a low half first", '{"payload":{"to":"+14155550100","body":"\\ude00\\ud83d"}}'],
+    ])("an unpaired UTF-16 surrogate %s (Postgres refuses it in JSON)", async (_, body) => {
+      const before = await countMessages(h, organizationId);
+      await expectError(await sendSms(h, apiKey, body), 400, /unpaired UTF-16 surrogate/);
+      expect(await countMessages(h, organizationId)).toBe(before);
+    });
+
+    it.each([65, 32_000])("JSON nested %i levels deep", async (depth) => {
+      const before = await countMessages(h, organizationId);
+      const body = `{"payload":{"to":"+14155550100","body":"x","sender":${"[".repeat(depth)}${"]".repeat(depth)}}}`;
+      await expectError(await sendSms(h, apiKey, body), 400, /must not nest deeper than 64 levels/);
       expect(await countMessages(h, organizationId)).toBe(before);
     });
 
