@@ -17,9 +17,9 @@ export interface EmailTemplateFields {
   template_content: Array<{ name: string; content: string }>;
   message: {
     from_email: string;
-    from_name?: string;
+    from_name: string | null;
     subject: string;
-    to: Array<{ email: string; name?: string; type: EmailRecipientType }>;
+    to: Array<{ email: string; name: string | null; type: EmailRecipientType }>;
     merge_language: MergeLanguage;
     global_merge_vars: Array<{ name: string; content: unknown }>;
   };

@@ -24,13 +24,14 @@ const payload = z.strictObject(
     message: z.strictObject(
       {
         from_email: address,
-        from_name: headerText(100).optional(),
+        // Absent is null in the record, like every field of it without a value.
+        from_name: headerText(100).nullable().default(null),
         subject: emailSubject,
         to: z
           .array(
             z.strictObject({
               email: address,
-              name: headerText(100).optional(),
+              name: headerText(100).nullable().default(null),
               type: z
                 .enum(EMAIL_RECIPIENT_TYPES, { error: "must be one of: to, cc, bcc" })
                 .default("to")

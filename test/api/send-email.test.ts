@@ -94,7 +94,11 @@ describe("POST /api/v1/notifications/email", () => {
       priority: "medium",
       retry_enabled: true,
     });
-    expect(record.payload.template_fields).toEqual(valid.payload);
+    // What the request left out is there as null.
+    expect(record.payload.template_fields).toEqual({
+      ...valid.payload,
+      message: { ...message, to: message.to.map((to) => ({ name: null, ...to })) },
+    });
   });
 
   it("applies the defaults to template_fields: type to, mailchimp, no regions, no merge vars", async () => {
@@ -110,8 +114,9 @@ describe("POST /api/v1/notifications/email", () => {
       template_content: [],
       message: {
         from_email: "a@acme.test",
+        from_name: null,
         subject: "Hi",
-        to: [{ email: "b@example.com", type: "to" }],
+        to: [{ email: "b@example.com", name: null, type: "to" }],
         merge_language: "mailchimp",
         global_merge_vars: [],
       },
