@@ -24,3 +24,9 @@ export const UNIQUE_VIOLATION = "23505";
 export function isUniqueViolation(error: unknown): boolean {
   return postgresError(error)?.code === UNIQUE_VIOLATION;
 }
+
+/** SQLSTATE class 23, integrity constraint violation (unique, foreign key, check, not null…): the same statement fails again. */
+export function isConstraintViolation(error: unknown): boolean {
+  const code = postgresError(error)?.code;
+  return code !== undefined && code.length === 5 && code.startsWith("23");
+}

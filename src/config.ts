@@ -86,6 +86,11 @@ export const configSchema = z.object({
   AUTH_CACHE_TTL_MS: int(0, 600_000).default(5000),
   /** A request still unanswered after this gets 503 (a partition can freeze a database connection). */
   REQUEST_TIMEOUT_MS: int(100, 120_000).default(5000),
+  /**
+   * How many sends, and separately how many reads, each API process lets wait for the database
+   * while a statement runs; while one stalls (a migration's lock), one more gets 503 at once.
+   */
+  DATABASE_QUEUE_LIMIT: int(1, 100_000).default(1000),
   TRUST_PROXY: bool.default(false),
   /**
    * Sends per second each organization may sustain (token bucket refill); 0 (the default) turns the

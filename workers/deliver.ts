@@ -1,5 +1,6 @@
 import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
+import { isConstraintViolation } from "../db/errors.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import {
   type Command,
@@ -27,15 +28,18 @@ export interface DeliverDeps {
   random: () => number;
   metrics?: Pick<Metrics, "messageFinished" | "providerError">;
   /**
-   * Postgres reachability. With it, a job that meets an unreachable database is handed back
+   * Postgres reachability. With it, a job that meets an unavailable database is handed back
    * (delayed, no attempt counted) and an outcome the provider already gave is held until it can
    * be recorded; without it, such errors are thrown to BullMQ.
    */
-  database?: Pick<DatabaseGate, "available" | "retryDelayMs" | "reportFailure" | "waitUntilAvailable">;
+  database?: Pick<
+    DatabaseGate,
+    "available" | "retryDelayMs" | "reportFailure" | "waitUntilAvailable" | "backOff"
+  >;
 }
 
 const MAX_CONFLICT_RELOADS = 3;
-/** How long an outcome the provider gave is held while the database is unreachable. */
+/** How long an outcome the provider gave is held while the database does not take it. */
 const OUTCOME_HOLD_MS = 5 * 60_000;
 
 /**
@@ -153,25 +157,39 @@ async function record(deps: DeliverDeps, state: MessageState, command: Command):
 }
 
 /**
- * Records a provider's outcome; if the database is unreachable, holds it (up to
- * {@link OUTCOME_HOLD_MS}, or until shutdown) and records it once the database answers, so an
- * outage does not turn a finished attempt into an interrupted one (a retry and a possible
- * duplicate). If the first try did commit after all, the retry meets a ConcurrencyError and the
- * processor reloads the message, which then shows the outcome.
+ * Records a provider's outcome. The message has been sent: a thrown error would have BullMQ run
+ * the job again, find the attempt interrupted and send it a second time. So on any database
+ * error the outcome is held (up to {@link OUTCOME_HOLD_MS} in all, or until shutdown) and
+ * retried, once the database answers again if it is unavailable, after a back-off otherwise.
+ * Thrown at once: a ConcurrencyError (another writer appended first: the processor reloads the
+ * message; this is also how a first try that did commit after all shows up) and a constraint
+ * violation (the same append would break the same rule). Without a gate, every error is thrown.
  */
 async function recordHeld(deps: DeliverDeps, state: MessageState, command: Command): Promise<MessageState> {
-  for (;;) {
+  const decision = decide(state, command);
+  if (!("events" in decision)) {
+    throw new Error(`cannot record ${command.type}: ${JSON.stringify(decision)}`);
+  }
+  const gate = deps.database;
+  const holdUntil = performance.now() + OUTCOME_HOLD_MS;
+  for (let held = false; ; held = true) {
     try {
-      return await record(deps, state, command);
+      return await append(deps, state, decision.events);
     } catch (error) {
-      if (!deps.database?.reportFailure(error)) throw error;
-      if (state.status !== "initial") {
+      if (!gate || error instanceof ConcurrencyError || isConstraintViolation(error)) throw error;
+      if (!held && state.status !== "initial") {
         deps.logger.warn(
-          { messageId: state.message.id },
-          "database unreachable: holding a delivery outcome until it can be recorded",
+          { err: error, messageId: state.message.id },
+          "database error: holding a delivery outcome until it can be recorded",
         );
       }
-      if (!(await deps.database.waitUntilAvailable(OUTCOME_HOLD_MS))) throw error;
+      const left = holdUntil - performance.now();
+      const retry =
+        left > 0 &&
+        (gate.reportFailure(error)
+          ? await gate.waitUntilAvailable(left)
+          : await gate.backOff(Math.min(gate.retryDelayMs, left)));
+      if (!retry) throw error;
     }
   }
 }

@@ -1,7 +1,7 @@
 import type postgres from "postgres";
 import type { MessageEvent } from "../domain/message.js";
 import { isDatabaseUnavailable } from "../http/errors.js";
-import { microBatch } from "../micro-batch.js";
+import { microBatch, type QueueLimits } from "../micro-batch.js";
 import { type MessageRow, recordColumns } from "./projection.js";
 
 /** One message ready to be committed: its accepted event, its record and its outbox row. */
@@ -18,7 +18,18 @@ export type CommitResult =
   | { outcome: "replayed"; messageId: string }
   | { outcome: "idempotency_conflict" };
 
-export interface AcceptBatcherOptions {
+/**
+ * A request's answer, or the error it alone gets: a batch committed, yet the read some of its
+ * requests need (what their held Idempotency-Key recorded) failed.
+ */
+type Answer = CommitResult | { outcome: "unanswered"; error: unknown };
+
+interface HeldKey {
+  requestHash: string;
+  messageId: string;
+}
+
+export interface AcceptBatcherOptions extends QueueLimits {
   /** How long an `Idempotency-Key` is held; an older one may be claimed again. */
   idempotencyWindowMs: number;
   /** Most messages in one statement. */
@@ -36,14 +47,15 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
  * is busy (or while `maxInFlight` statements are running) joins the next batch, whose events,
  * records, outbox rows and idempotency claims are written by one INSERT each, inside a single
  * autocommit statement. Each request is answered once that statement has committed, so a 202
- * still means "committed" (one WAL flush is shared by the whole batch). A batch that fails for a
- * reason other than an unreachable database is retried one request at a time, so one bad row
- * fails alone.
+ * still means "committed" (one WAL flush is shared by the whole batch). A batch whose statement
+ * fails for a reason other than an unavailable database is retried one request at a time, so one
+ * bad row fails alone. Once the statement has committed, nothing fails the batch as a whole: a
+ * request whose held key could not be read back fails alone, and no committed one is run again.
  */
 export class AcceptBatcher {
   readonly #sql: postgres.Sql;
   readonly #windowMs: number;
-  readonly #commit: (item: PendingAccept) => Promise<CommitResult>;
+  readonly #commit: (item: PendingAccept) => Promise<Answer>;
 
   constructor(sql: postgres.Sql, options: AcceptBatcherOptions) {
     this.#sql = sql;
@@ -52,16 +64,24 @@ export class AcceptBatcher {
       maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
       maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
       retryOneByOne: (error) => !isDatabaseUnavailable(error),
+      maxWaiting: options.maxWaiting,
+      maxWaitMs: options.maxWaitMs,
     });
   }
 
   /** Resolves once the message is committed (or the idempotency key answered for it). */
-  commit(item: PendingAccept): Promise<CommitResult> {
-    return this.#commit(item);
+  async commit(item: PendingAccept): Promise<CommitResult> {
+    const answer = await this.#commit(item);
+    if (answer.outcome === "unanswered") throw answer.error;
+    return answer;
   }
 
-  /** Writes a batch in one statement; returns each item's result, in order. */
-  async #write(items: PendingAccept[]): Promise<CommitResult[]> {
+  /**
+   * Writes a batch in one statement; returns each item's answer, in order. Throws only when that
+   * statement fails, so a batch that throws wrote nothing (unless the connection died after the
+   * commit, before its answer arrived: a 503 for committed messages, as for any lost reply).
+   */
+  async #write(items: PendingAccept[]): Promise<Answer[]> {
     // Two requests of one batch with the same key: the first claims it, the others are answered
     // from the first's result, exactly as if they had come one after the other.
     const leaders = new Map<string, number>();
@@ -129,33 +149,44 @@ export class AcceptBatcher {
       ).map((r) => r.message_id),
     );
 
-    const results: CommitResult[] = new Array(items.length);
+    // Committed. From here nothing may fail the batch: its committed requests would be told
+    // "failed", or run again one by one into unique violations (a 500 for a stored message).
+    const results: Answer[] = new Array(items.length);
     const unclaimed: PendingAccept[] = [];
     for (const { item, index } of written) {
       if (acceptedIds.has(item.row.messageId))
         results[index] = { outcome: "accepted", messageId: item.row.messageId };
       else unclaimed.push(item);
     }
-    const held = await this.#heldKeys(unclaimed);
+    // If this read fails, only the requests that needed it fail (nothing of theirs was written):
+    // a retry with the same key gets their answer.
+    const held = await this.#heldKeys(unclaimed).catch((error: unknown) => ({ unreadable: error }));
+    const answerHeld = (item: PendingAccept): Answer =>
+      held instanceof Map
+        ? answerFrom(held.get(claimId(item)), item)
+        : { outcome: "unanswered", error: held.unreadable };
     for (const { item, index } of written) {
-      if (results[index]) continue;
-      results[index] = answerFrom(held.get(claimId(item)), item);
+      if (!results[index]) results[index] = answerHeld(item);
     }
     for (const [index, leader] of followers) {
       const first = items[leader] as PendingAccept;
       const firstResult = results[leader];
-      const holder =
+      const follower = items[index] as PendingAccept;
+      // A follower shares its leader's key: answered from the leader's new message, or from the holder.
+      results[index] =
         firstResult?.outcome === "accepted"
-          ? { requestHash: first.idempotency?.requestHash ?? "", messageId: firstResult.messageId }
-          : held.get(claimId(first));
-      results[index] = answerFrom(holder, items[index] as PendingAccept);
+          ? answerFrom(
+              { requestHash: first.idempotency?.requestHash ?? "", messageId: firstResult.messageId },
+              follower,
+            )
+          : answerHeld(follower);
     }
     return results;
   }
 
   /** What live keys the batch could not claim recorded (read after the claim, so committed). */
-  async #heldKeys(items: PendingAccept[]): Promise<Map<string, { requestHash: string; messageId: string }>> {
-    const held = new Map<string, { requestHash: string; messageId: string }>();
+  async #heldKeys(items: PendingAccept[]): Promise<Map<string, HeldKey>> {
+    const held = new Map<string, HeldKey>();
     if (items.length === 0) return held;
     // Arrays, not a JSON set to join: Postgres costs a join to a JSON set at 100 rows and may scan
     // the whole table for it (see read.ts). Pairs that were not asked for are simply not looked up.
@@ -187,11 +218,8 @@ function compareClaims(a: PendingAccept, b: PendingAccept): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-function answerFrom(
-  holder: { requestHash: string; messageId: string } | undefined,
-  item: PendingAccept,
-): CommitResult {
-  if (!holder) throw new Error("idempotency key vanished while held");
+function answerFrom(holder: HeldKey | undefined, item: PendingAccept): Answer {
+  if (!holder) return { outcome: "unanswered", error: new Error("idempotency key vanished while held") };
   return holder.requestHash === item.idempotency?.requestHash
     ? { outcome: "replayed", messageId: holder.messageId }
     : { outcome: "idempotency_conflict" };

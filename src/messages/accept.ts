@@ -4,6 +4,7 @@ import { driverOf } from "../../db/driver.js";
 import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
 import type { Logger } from "../logger.js";
+import type { QueueLimits } from "../micro-batch.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Organization } from "../organizations/store.js";
 import { AcceptBatcher } from "./accept-batcher.js";
@@ -46,11 +47,27 @@ export type AcceptResult =
 
 /** One batcher per database handle: every request of the process shares its batches. */
 const batchers = new WeakMap<Database, AcceptBatcher>();
+const queueLimits = new WeakMap<Database, QueueLimits>();
+
+/**
+ * Bounds the accepts waiting for `db` while a statement runs (createApp passes the request
+ * deadline and DATABASE_QUEUE_LIMIT): while a statement stalls, one more send is refused at once
+ * (503), and a send the deadline has answered 503 is dropped from the queue instead of being
+ * committed later. Without it the queue has no bound.
+ */
+export function limitAcceptQueue(db: Database, limits: QueueLimits): void {
+  queueLimits.set(db, limits);
+  // The next accept builds a batcher with these limits.
+  batchers.delete(db);
+}
 
 function batcherFor(db: Database): AcceptBatcher {
   let batcher = batchers.get(db);
   if (!batcher) {
-    batcher = new AcceptBatcher(driverOf(db), { idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS });
+    batcher = new AcceptBatcher(driverOf(db), {
+      idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
+      ...queueLimits.get(db),
+    });
     batchers.set(db, batcher);
   }
   return batcher;

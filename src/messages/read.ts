@@ -1,7 +1,7 @@
 import type postgres from "postgres";
 import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
-import { microBatch } from "../micro-batch.js";
+import { microBatch, type QueueLimits } from "../micro-batch.js";
 import type { MessageRow } from "./projection.js";
 
 interface RawRow {
@@ -46,6 +46,7 @@ export function findMessageRow(
       // batch. Against 4 in flight: Postgres CPU per read -30 %, p99 the same or lower.
       maxInFlight: 1,
       retryOneByOne: () => false,
+      ...queueLimits.get(db),
     });
     finders.set(db, find);
   }
@@ -58,6 +59,17 @@ interface Key {
 }
 
 const finders = new WeakMap<Database, (key: Key) => Promise<MessageRow | undefined>>();
+const queueLimits = new WeakMap<Database, QueueLimits>();
+
+/**
+ * Bounds the reads waiting for `db` while a query runs, as `limitAcceptQueue` (accept.ts) does
+ * for sends: while a query stalls, one more read is refused at once (503), and a read past the request
+ * deadline is dropped instead of run. Without it the queue has no bound.
+ */
+export function limitReadQueue(db: Database, limits: QueueLimits): void {
+  queueLimits.set(db, limits);
+  finders.delete(db);
+}
 
 async function findMany(sql: postgres.Sql, keys: Key[]): Promise<Array<MessageRow | undefined>> {
   // Timestamps as epoch milliseconds: drizzle turns the driver's date parsing off on the shared client.
