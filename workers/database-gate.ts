@@ -13,9 +13,12 @@ export interface DatabaseGateOptions {
 }
 
 /**
- * Whether Postgres is reachable, as the worker sees it. The first "unreachable" error (refused,
- * reset, timed out, shutting down: see {@link isDatabaseUnavailable}) closes the gate; from then
- * on a probe runs every `probeIntervalMs` until the database answers, which opens it again.
+ * Whether Postgres is reachable, as the worker sees it. The first "unavailable" error (refused,
+ * reset, timed out, shutting down, read-only, out of resources, cancelled: see
+ * {@link isDatabaseUnavailable}) closes the gate; from then on a probe runs every
+ * `probeIntervalMs` until the database answers, which opens it again. (A probe only reads: on a
+ * read-only standby or a full disk it answers, the gate opens, and the next write closes it again,
+ * so jobs keep being handed back a probe interval at a time without counting an attempt.)
  * While it is closed the worker takes no jobs, hands back the ones it holds without counting a
  * delivery attempt, and holds on to provider outcomes it could not record yet.
  */
@@ -59,8 +62,10 @@ export class DatabaseGate {
 
   /** Resolves true once the database answers, false after `timeoutMs` or when the gate is closed for good. */
   waitUntilAvailable(timeoutMs: number): Promise<boolean> {
-    if (this.#available) return Promise.resolve(true);
+    // Closed first: at shutdown the gate may still say "available", and a caller holding an
+    // outcome would then retry its failing write in a tight loop until the shutdown deadline.
     if (this.#closed) return Promise.resolve(false);
+    if (this.#available) return Promise.resolve(true);
     return new Promise((resolve) => {
       const done = (available: boolean) => {
         clearTimeout(timer);
@@ -68,6 +73,24 @@ export class DatabaseGate {
         resolve(available);
       };
       const timer = setTimeout(() => done(false), timeoutMs);
+      this.#waiters.add(done);
+    });
+  }
+
+  /**
+   * Waits `ms` before a retry after an error that did not close the gate. Resolves true then (or
+   * when a probe finds the database answering), false at once when the gate is closed for good
+   * (shutdown), so nothing is held past it.
+   */
+  backOff(ms: number): Promise<boolean> {
+    if (this.#closed) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (goOn: boolean) => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve(goOn);
+      };
+      const timer = setTimeout(() => done(true), ms);
       this.#waiters.add(done);
     });
   }

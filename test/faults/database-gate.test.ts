@@ -60,4 +60,13 @@ describe("the database gate", () => {
     expect(await waiting).toBe(false);
     expect(await instance.waitUntilAvailable(60_000)).toBe(false);
   });
+
+  it("once closed for shutdown, never lets a waiter retry, even though it last saw the database answering", async () => {
+    const { instance } = gate(async () => {});
+    instance.close();
+    // An outage met after the close does not flip the gate (no probing any more)...
+    expect(instance.reportFailure(refused)).toBe(true);
+    // ...so a holder asking whether to try its write again must hear "no", not "available".
+    expect(await instance.waitUntilAvailable(60_000)).toBe(false);
+  });
 });
