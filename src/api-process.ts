@@ -9,6 +9,7 @@ import { createDeliveryQueue } from "./messages/delivery-queue.js";
 import { createMetrics } from "./observability/metrics.js";
 import { onShutdown } from "./process.js";
 import { createRedis } from "./redis.js";
+import { renderSandbox } from "./templates/sandbox.js";
 
 /** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
 export function startApiProcess(config: Config, logger: Logger): void {
@@ -31,6 +32,8 @@ export function startApiProcess(config: Config, logger: Logger): void {
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
+    // After the requests: a preview still rendering on the sandbox's thread finishes first.
+    await renderSandbox.close();
     await queue.close();
     redis.disconnect();
     await sql.end({ timeout: 5 });

@@ -8,7 +8,9 @@ import type {
 } from "../src/domain/message.js";
 import type { PriorityTier } from "../src/domain/priority.js";
 import { pushPayloadText } from "../src/messages/push-payload.js";
-import { renderEmail, TemplateRenderError } from "../src/templates/render.js";
+import type { RenderedEmail } from "../src/templates/render.js";
+import { TemplateRenderError } from "../src/templates/render-error.js";
+import { renderSandbox } from "../src/templates/sandbox.js";
 import { findTemplate } from "../src/templates/store.js";
 import type { EmailAddress, EmailProvider } from "./providers/email/provider.js";
 import type { PushProvider, PushUrgency } from "./providers/push/provider.js";
@@ -37,7 +39,10 @@ const URGENCY: Record<PriorityTier, PushUrgency> = {
   low: "low",
 };
 
-/** Gets a message ready for its channel's provider. Throws only when the database does. */
+/**
+ * Gets a message ready for its channel's provider. Throws only when the database does, or when
+ * the template sandbox cannot start its thread (both worth retrying).
+ */
 export async function prepareDelivery(
   deps: { db: Database; providers: Providers; now: () => Date },
   message: MessageContent,
@@ -87,9 +92,10 @@ async function prepareEmail(
       },
     };
   }
-  let rendered: ReturnType<typeof renderEmail>;
+  let rendered: RenderedEmail;
   try {
-    rendered = renderEmail(template, fields);
+    // On the sandbox's thread, so a template cannot hold the other jobs' event loop.
+    rendered = await renderSandbox.render(template, fields);
   } catch (error) {
     if (!(error instanceof TemplateRenderError)) throw error;
     return {

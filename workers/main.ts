@@ -8,6 +8,7 @@ import { startOutboxRelay } from "../src/messages/outbox-relay.js";
 import { createMetrics } from "../src/observability/metrics.js";
 import { onShutdown, runProcess } from "../src/process.js";
 import { createRedis } from "../src/redis.js";
+import { renderSandbox } from "../src/templates/sandbox.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
@@ -111,6 +112,8 @@ async function main(): Promise<void> {
     database.close();
     await ops?.close();
     await worker.close();
+    // After the jobs: any render they still wait for finishes first.
+    await renderSandbox.close();
     await periodicStopped;
     await relay.stop();
     await providers.email.close?.();

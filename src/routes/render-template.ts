@@ -10,6 +10,8 @@ import {
   SERVER_ERRORS,
 } from "../http/openapi.js";
 import { defineRoute } from "../http/types.js";
+import { TemplateRenderError } from "../templates/render-error.js";
+import { RENDER_DEADLINE_MS, RENDER_HEAP_MB, renderSandbox } from "../templates/sandbox.js";
 import {
   emailSubject,
   globalMergeVars,
@@ -58,7 +60,11 @@ export const renderTemplate = defineRoute({
         API_KEY_ERRORS,
         { 404: "No such template in the key's organization (another organization's looks the same)" },
         JSON_BODY_ERRORS,
-        { 422: "The template cannot be rendered (e.g. a Handlebars syntax error); the reason says where" },
+        {
+          422:
+            "The template cannot be rendered (e.g. a Handlebars syntax error, or the render takes more than " +
+            `${RENDER_DEADLINE_MS} ms or ${RENDER_HEAP_MB} MB); the reason says where`,
+        },
         SERVER_ERRORS,
       ),
     },
@@ -68,12 +74,10 @@ export const renderTemplate = defineRoute({
     const request = await parseJsonBody(c, body);
     const template = await findTemplate(deps.db, c.get("organization").id, name);
     if (!template) throw new ApiError(404, "Template not found");
-    // Loaded on the first preview: the renderer's libraries (Handlebars, an HTML parser,
-    // html-to-text) are ~15 MB of memory the web process does not otherwise need.
-    const { renderEmail, TemplateRenderError } = await import("../templates/render.js");
     try {
       const { subject = "", template_content, merge_language, global_merge_vars } = request;
-      const email = renderEmail(template, {
+      // On the sandbox's thread: a template can neither hold this process nor take its heap.
+      const email = await renderSandbox.render(template, {
         template_name: name,
         template_content,
         message: { subject, merge_language, global_merge_vars },

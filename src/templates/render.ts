@@ -2,6 +2,9 @@ import Handlebars from "handlebars";
 import { convert } from "html-to-text";
 import { type HTMLElement, type Options as HtmlParserOptions, parse } from "node-html-parser";
 import type { EmailTemplateFields, MergeLanguage } from "../domain/channel-content.js";
+import { type RenderedPart, TemplateRenderError } from "./render-error.js";
+
+export { type RenderedPart, TemplateRenderError } from "./render-error.js";
 
 /** A stored template: the HTML with its `mc:edit` regions, and an optional plain-text version. */
 export interface EmailTemplateSource {
@@ -21,25 +24,6 @@ export interface RenderedEmail {
   subject: string;
   html: string;
   text: string;
-}
-
-/** Which part of the e-mail a template error was found in. */
-export type RenderedPart = "subject" | "html" | "text";
-
-/**
- * The template, or what the request put into it, cannot be rendered (a Handlebars syntax error,
- * a missing helper or partial). Never retried: the same input fails the same way. The message
- * names the template, the part and the parser's own explanation, since it is shown to the client
- * in the message's history.
- */
-export class TemplateRenderError extends Error {
-  override readonly name = "TemplateRenderError";
-  readonly part: RenderedPart;
-
-  constructor(message: string, part: RenderedPart, options?: { cause?: unknown }) {
-    super(message, options);
-    this.part = part;
-  }
 }
 
 /**
@@ -64,26 +48,65 @@ export class TemplateRenderError extends Error {
  * In both languages, a later variable with the same name wins, and escaping covers
  * `& < > " ' \` =`. Values are inserted once and never scanned for tags themselves.
  *
- * @throws {TemplateRenderError} when the template cannot be rendered with these fields.
+ * The rendered e-mail (subject, HTML and text together) may be at most
+ * {@link MAX_RENDERED_LENGTH} characters. Time and memory are not bounded here: a client's
+ * template is rendered through the sandbox (`sandbox.ts`), never on a process's own event loop.
+ *
+ * @throws {TemplateRenderError} for every failure: a template error, markup nested too deeply for
+ *   the HTML parser or the text conversion (a stack overflow), or a result over the size limit.
  */
 export function renderEmail(template: EmailTemplateSource, fields: RenderInput): RenderedEmail {
-  const { message } = fields;
+  const { template_name: name, message } = fields;
   const merger = mergerFor(message.merge_language, message.global_merge_vars);
-  const render = (part: RenderedPart, source: string) => {
+  // The parser and the text conversion recurse over the markup, so they fail on the template too.
+  const attempt = (part: RenderedPart, step: string, run: () => string) => {
     try {
-      return merger(source, part);
+      return run();
     } catch (err) {
-      throw renderError(fields.template_name, message.merge_language, part, err);
+      throw renderError(name, part, step, err);
     }
   };
-
-  const html = render("html", fillEditableRegions(template.code, fields.template_content));
-  return {
-    subject: render("subject", message.subject),
-    html,
-    text: template.text === null ? htmlToText(html) : render("text", template.text),
+  let length = 0;
+  const counted = (part: RenderedPart, value: string) => {
+    length += value.length; // O(1), even while the string is still a tree of concatenated pieces
+    if (length > MAX_RENDERED_LENGTH) {
+      throw new TemplateRenderError(
+        `Template ${JSON.stringify(name)}: the rendered e-mail is longer than ${MAX_RENDERED_LENGTH} characters (reached in the ${PART_NAMES[part]})`,
+        part,
+      );
+    }
+    return value;
   };
+  const merge = (part: RenderedPart, source: string) =>
+    counted(
+      part,
+      attempt(part, `the ${PART_NAMES[part]} could not be rendered as ${message.merge_language}`, () =>
+        merger(source, part),
+      ),
+    );
+
+  const code = attempt("html", "the editable regions could not be filled", () =>
+    fillEditableRegions(template.code, fields.template_content),
+  );
+  const html = merge("html", code);
+  const subject = merge("subject", message.subject);
+  const text =
+    template.text === null
+      ? counted(
+          "text",
+          attempt("text", "the text version could not be derived from the HTML", () => htmlToText(html)),
+        )
+      : merge("text", template.text);
+  return { subject, html, text };
 }
+
+/**
+ * The longest rendered e-mail, in UTF-16 code units: 4 Mi, eight times the largest template
+ * (512 KiB), and far past what mail clients show (Gmail clips an HTML part at 102 KB). The
+ * renderer's result is copied into the calling process, so this bounds the memory it can take
+ * there (the web process has a 128 MB heap).
+ */
+export const MAX_RENDERED_LENGTH = 4 * 1024 * 1024;
 
 /** Applies the merge variables to one part; the HTML part escapes, the others do not. */
 type Merger = (source: string, part: RenderedPart) => string;
@@ -224,14 +247,12 @@ const PART_NAMES: Record<RenderedPart, string> = {
 
 function renderError(
   templateName: string,
-  language: MergeLanguage,
   part: RenderedPart,
+  step: string,
   err: unknown,
 ): TemplateRenderError {
   const reason = err instanceof Error ? err.message : String(err);
-  return new TemplateRenderError(
-    `Template ${JSON.stringify(templateName)}: the ${PART_NAMES[part]} could not be rendered as ${language}: ${reason}`,
-    part,
-    { cause: err },
-  );
+  return new TemplateRenderError(`Template ${JSON.stringify(templateName)}: ${step}: ${reason}`, part, {
+    cause: err,
+  });
 }

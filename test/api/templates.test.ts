@@ -2,9 +2,10 @@ import { and, eq, sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { templates } from "../../db/schema.js";
 import { createApp } from "../../src/app.js";
+import { RENDER_DEADLINE_MS, renderSandbox } from "../../src/templates/sandbox.js";
 import { MAX_TEMPLATE_PART_BYTES, templateCode, templateText } from "../../src/templates/schemas.js";
 import { describeApiKeyContract } from "../support/auth-contract.js";
-import { createHarness, expectError, type Harness, onboard } from "../support/harness.js";
+import { createHarness, eventually, expectError, type Harness, onboard } from "../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
 afterAll(() => h.close());
@@ -466,6 +467,72 @@ describe("POST /api/v1/templates/{name}/render", () => {
       422,
       /Template "broken".*handlebars/,
     );
+  });
+
+  it("a template whose loops would run for days answers 422 within seconds, and other requests are answered meanwhile", async () => {
+    const org = await onboard(h);
+    // {{#each}} over 200 items nested six deep: 200^6 iterations, days of CPU.
+    await created(org.apiKey, {
+      name: "endless",
+      code: `${"{{#each @root.x}}".repeat(6)}${"{{/each}}".repeat(6)}`,
+    });
+    const rendersBefore = renderSandbox.stats.renders;
+    const started = Date.now();
+    let answered = false;
+    const endless = Promise.resolve(
+      render(org.apiKey, "endless", {
+        merge_language: "handlebars",
+        global_merge_vars: [{ name: "x", content: Array.from({ length: 200 }, () => 0) }],
+      }),
+    ).then((response) => {
+      answered = true;
+      return response;
+    });
+    await eventually(async () => (renderSandbox.stats.renders > rendersBefore ? true : undefined));
+
+    // While the template renders, the same app answers another organization's request at once.
+    const other = await onboard(h);
+    const askedAt = Date.now();
+    expect((await call(other.apiKey, "GET", TEMPLATES)).status).toBe(200);
+    expect(Date.now() - askedAt).toBeLessThan(1000);
+    expect(answered).toBe(false);
+
+    await expectError(
+      await endless,
+      422,
+      new RegExp(`^Template "endless": rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms$`),
+    );
+    expect(Date.now() - started).toBeLessThan(RENDER_DEADLINE_MS + 3000);
+  });
+
+  it.each([
+    [
+      "with regions to fill",
+      [{ name: "main", content: "<p>x</p>" }],
+      /the editable regions could not be filled/,
+    ],
+    // Merging 440 KB and overflowing the text conversion takes 0.5-1.2 s: on a loaded machine
+    // the deadline may come first, which is a 422 as well.
+    ["with a derived text part", [], /the text version could not be derived from the HTML|took longer than/],
+  ])("markup nested 40,000 deep (%s) answers 422 with the reason, not 500", async (_, regions, reason) => {
+    const org = await onboard(h);
+    const code = `${"<div>".repeat(40_000)}${"</div>".repeat(40_000)}`; // 440 KB, under the limit
+    await created(org.apiKey, { name: "deep", code });
+    const error = await expectError(
+      await render(org.apiKey, "deep", { template_content: regions }),
+      422,
+      reason,
+    );
+    expect(error).toMatch(/^Template "deep": .*(Maximum call stack size exceeded|ms)$/);
+  });
+
+  it("the template after a failed one renders as usual", async () => {
+    const org = await onboard(h);
+    await created(org.apiKey, { name: "fine", code: "<p>Hi *|NAME|*</p>" });
+    const response = await render(org.apiKey, "fine", {
+      global_merge_vars: [{ name: "name", content: "Ada" }],
+    });
+    expect(await response.json()).toEqual({ subject: "", html: "<p>Hi Ada</p>", text: "Hi Ada" });
   });
 
   it("answers 404 for a template of another organization, and 400 for a bad body", async () => {

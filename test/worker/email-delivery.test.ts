@@ -1,5 +1,6 @@
 import PostalMime from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { RENDER_DEADLINE_MS, renderSandbox } from "../../src/templates/sandbox.js";
 import { SmtpEmailProvider } from "../../workers/providers/email/smtp.js";
 import {
   createHarness,
@@ -45,6 +46,11 @@ beforeAll(async () => {
     text: "{{#each items}}- {{title}}\n{{/each}}",
   });
   await createTemplate(h, apiKey, { name: "broken", code: "<p>{{#each items}}unclosed</p>" });
+  // {{#each}} over 200 items nested six deep: 200^6 iterations, days of CPU.
+  await createTemplate(h, apiKey, {
+    name: "endless",
+    code: `${"{{#each @root.x}}".repeat(6)}${"{{/each}}".repeat(6)}`,
+  });
   h.startWorker({ providers: { email: provider } });
 });
 beforeEach(() => smtp.reset());
@@ -167,6 +173,39 @@ describe("e-mail delivery through the worker to a real (local) SMTP server", () 
     expect(dataOf(last)).toMatchObject({ reason: "template_render_failed" });
     expect(dataOf(last).error?.message).toMatch(/broken/);
     expect(smtp.received).toHaveLength(0);
+  });
+
+  it("rejects an e-mail whose template takes too long to render, after one render and no retry", async () => {
+    const before = { ...renderSandbox.stats };
+    const started = Date.now();
+    const id = await send({
+      template_name: "endless",
+      message: {
+        ...message,
+        merge_language: "handlebars",
+        global_merge_vars: [{ name: "x", content: Array.from({ length: 200 }, () => 0) }],
+      },
+    });
+    expect(await finalRecord(id)).toMatchObject({ status: "rejected", retry_count: 0 });
+    expect(Date.now() - started).toBeLessThan(RENDER_DEADLINE_MS + 5000);
+    const events = await eventsOf(h.db, id);
+    expect(events.map((e) => e.type)).toEqual(["accepted", "rejected"]);
+    expect(dataOf(events[1])).toMatchObject({
+      reason: "template_render_failed",
+      attempt: 0,
+      error: {
+        class: "rejected",
+        code: "template_render_failed",
+        message: `Template "endless": rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms`,
+      },
+    });
+    expect(renderSandbox.stats.renders - before.renders).toBe(1);
+    expect(renderSandbox.stats.timeouts - before.timeouts).toBe(1);
+    expect(smtp.received).toHaveLength(0);
+
+    // The worker goes on: the next e-mail renders on a new thread and is delivered.
+    const next = await send({ template_name: "welcome", message });
+    expect(await finalRecord(next)).toMatchObject({ status: "success" });
   });
 
   it("a template of another organization is not found", async () => {

@@ -1,0 +1,32 @@
+/**
+ * The sandbox's thread (see `sandbox.ts`): renders one e-mail per message it receives and
+ * answers each with the result or the reason it failed. It holds the only copy of Handlebars and
+ * the HTML libraries the calling process ever loads.
+ */
+import { parentPort } from "node:worker_threads";
+import { renderEmail, TemplateRenderError } from "./render.js";
+import type { RenderReply, RenderRequest } from "./sandbox.js";
+
+const port = parentPort;
+if (!port) throw new Error("render-thread runs as the template sandbox's worker thread only");
+
+port.on("message", (request: RenderRequest) => port.postMessage(render(request)));
+// The renderer and its libraries are loaded: the sandbox may start its clock.
+port.postMessage({ type: "ready" } satisfies RenderReply);
+
+function render({ template, fields }: RenderRequest): RenderReply {
+  try {
+    return { type: "rendered", email: renderEmail(template, fields) };
+  } catch (error) {
+    // renderEmail reports every failure as a TemplateRenderError; anything else is still the
+    // template's doing, since nothing else runs here.
+    if (error instanceof TemplateRenderError)
+      return { type: "failed", message: error.message, part: error.part };
+    const reason = error instanceof Error ? error.message : String(error);
+    return {
+      type: "failed",
+      message: `Template ${JSON.stringify(fields.template_name)} could not be rendered: ${reason}`,
+      part: null,
+    };
+  }
+}
