@@ -25,13 +25,18 @@ async function main(): Promise<void> {
 
 function supervise(config: Config, logger: Logger): void {
   let stopping = false;
-  const fork = () => cluster.fork();
+  // A restart still waiting when SIGTERM comes is called off: that process would never hear it.
+  const fork = () => {
+    if (!stopping) cluster.fork();
+  };
+  const exitOnceAllExited = () => {
+    if (Object.keys(cluster.workers ?? {}).length > 0) return;
+    logger.info("every API process has exited");
+    process.exit(0);
+  };
   cluster.on("exit", (worker, code, signal) => {
     if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) {
-        logger.info("every API process has exited");
-        process.exit(0);
-      }
+      exitOnceAllExited();
       return;
     }
     logger.error({ pid: worker.process.pid, code, signal }, "an API process died; starting another");
@@ -45,6 +50,7 @@ function supervise(config: Config, logger: Logger): void {
     stopping = true;
     logger.info({ signal }, "shutting down the API processes");
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
+    exitOnceAllExited(); // the only one had died and was waiting for its restart
     // Each API process keeps to SHUTDOWN_TIMEOUT_MS itself; this only guards against a stuck one.
     setTimeout(() => {
       logger.error("API processes did not exit in time");

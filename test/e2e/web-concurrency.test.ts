@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { eventually } from "../support/harness.js";
 import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../support/processes.js";
 
 /** Child processes of a process (its node:cluster workers). */
@@ -36,5 +37,32 @@ describe("the web process with WEB_CONCURRENCY", () => {
     for (let i = 0; i < 10; i++) expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
 
     expect(await web.stop("SIGTERM")).toBe(0);
+  }, 30_000);
+
+  it("given its API processes died and wait for their restart, when SIGTERM comes, then none is restarted and the supervisor exits 0 at once", async () => {
+    const port = await freePort();
+    web = runProcess(procfile().web ?? "missing-web", {
+      DATABASE_URL: inject("databaseUrl"),
+      REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+      PORT: String(port),
+      QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
+      WEB_CONCURRENCY: "2",
+      // Long enough that waiting it out would show: the supervisor's own guard is this + 2 s.
+      SHUTDOWN_TIMEOUT_MS: "10000",
+      LOG_LEVEL: "warn",
+    });
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    for (const child of childrenOf(web.child.pid ?? -1)) process.kill(child, "SIGKILL");
+    // The supervisor restarts a dead process after a second: stop it as soon as it has noticed both.
+    await eventually(
+      async () => (web?.output().match(/an API process died/g) ?? []).length === 2 || undefined,
+      5000,
+      "the supervisor noticing both deaths",
+    );
+    const stoppedAt = Date.now();
+
+    expect(await web.stop("SIGTERM")).toBe(0);
+    expect(Date.now() - stoppedAt).toBeLessThan(5000);
+    expect(web.output()).not.toMatch(/did not exit in time/);
   }, 30_000);
 });
