@@ -18,7 +18,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     poolSize: config.DATABASE_POOL_SIZE,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
-  const redis = createRedis(config.REDIS_URL, "api", logger);
+  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);

@@ -2,13 +2,15 @@ import { Redis } from "ioredis";
 import type { Logger } from "./logger.js";
 
 /**
- * `api`: fail fast. A command while Redis is away errors at once instead of waiting, so a request
- * is never held up by Redis (the sweeper catches up later).
- * `worker`: be patient. BullMQ workers need `maxRetriesPerRequest: null` and wait for Redis.
+ * `fail-fast`: a command while Redis is away errors at once instead of waiting in ioredis's
+ * offline queue, so nothing is held up by Redis and nothing piles up meanwhile (BullMQ's advice
+ * for a Queue): the API's rate limiter, and the worker's Queue (relay, sweeper, metrics), which
+ * try again on their next turn.
+ * `patient`: a BullMQ Worker needs `maxRetriesPerRequest: null` and waits for Redis.
  */
-export function createRedis(url: string, role: "api" | "worker", logger: Logger): Redis {
+export function createRedis(url: string, role: "fail-fast" | "patient", logger: Logger): Redis {
   const redis = new Redis(url, {
-    ...(role === "api"
+    ...(role === "fail-fast"
       ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 }
       : { maxRetriesPerRequest: null }),
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),

@@ -1,7 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
 import { coalesceWrites } from "../src/coalesce-writes.js";
-import { loadConfig } from "../src/config.js";
+import { type Config, loadConfig } from "../src/config.js";
 import { createLogger } from "../src/logger.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/messages/delivery-queue.js";
 import { startOutboxRelay } from "../src/messages/outbox-relay.js";
@@ -30,10 +31,15 @@ async function main(): Promise<void> {
     poolSize: config.DATABASE_POOL_SIZE,
     connectTimeoutSeconds: 2,
   });
-  const redis = createRedis(config.REDIS_URL, "worker", logger);
+  // The Queue (relay, sweeper, metrics) fails fast while Redis is away: an abandoned addBulk or a
+  // sweep's pipeline must not wait in ioredis's offline queue (replayed all at once on reconnect,
+  // and holding up shutdown). The Worker waits for Redis, on a connection of its own.
+  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
+  const workerRedis = createRedis(config.REDIS_URL, "patient", logger);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
-  await warnUnlessNoEviction(redis, logger);
+  // On the patient client, which waits for the connection instead of failing before it.
+  await warnUnlessNoEviction(workerRedis, logger);
 
   const metrics = createMetrics({ process: "worker", queue, db });
   const ops =
@@ -41,7 +47,6 @@ async function main(): Promise<void> {
       ? startOpsServer({ db, queue, metrics, logger, port: config.WORKER_METRICS_PORT })
       : undefined;
 
-  const workerRedis = createRedis(config.REDIS_URL, "worker", logger);
   // Commands of concurrent jobs (and the relay's) leave in one socket write per loop turn.
   coalesceWrites(redis);
   coalesceWrites(workerRedis);
@@ -70,7 +75,8 @@ async function main(): Promise<void> {
     metrics,
     database,
   });
-  worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
+  const deliveries = trackInFlight(processor);
+  worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, deliveries.run, {
     connection: workerRedis,
     prefix: config.QUEUE_PREFIX,
     concurrency: config.WORKER_CONCURRENCY,
@@ -111,7 +117,17 @@ async function main(): Promise<void> {
     const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
     database.close();
     await ops?.close();
-    await worker.close();
+    if (workerRedis.status === "ready") {
+      await worker.close();
+    } else {
+      // BullMQ's graceful close waits for Redis to take the jobs' bookkeeping (completion, a retry's
+      // delay), which with Redis away means waiting for the shutdown deadline. Outcomes go to
+      // Postgres, so: stop taking jobs at once, and give the deliveries under way the time a
+      // provider call may take to record theirs. A job left waiting on Redis after that is taken
+      // again later as stalled, and finds its message where its events left it.
+      await worker.close(true);
+      await Promise.race([deliveries.idle(), sleep(providerCallMs(config) + 1000)]);
+    }
     // After the jobs: any render they still wait for finishes first.
     await renderSandbox.close();
     await periodicStopped;
@@ -122,6 +138,30 @@ async function main(): Promise<void> {
     workerRedis.disconnect();
     await sql.end({ timeout: 5 });
   });
+}
+
+/** The longest a provider call may take. */
+function providerCallMs(config: Config): number {
+  return Math.max(config.TWILIO_TIMEOUT_MS, config.SMTP_TIMEOUT_MS, config.PUSH_TIMEOUT_MS);
+}
+
+/** Wraps a job processor to know when no call of it is running. */
+function trackInFlight<A extends unknown[], R>(run: (...args: A) => Promise<R>) {
+  let running = 0;
+  const whenIdle: Array<() => void> = [];
+  return {
+    run: async (...args: A): Promise<R> => {
+      running++;
+      try {
+        return await run(...args);
+      } finally {
+        running--;
+        if (running === 0) for (const resolve of whenIdle.splice(0)) resolve();
+      }
+    },
+    idle: (): Promise<void> =>
+      running === 0 ? Promise.resolve() : new Promise((resolve) => whenIdle.push(resolve)),
+  };
 }
 
 runProcess(main);
