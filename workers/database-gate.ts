@@ -66,15 +66,7 @@ export class DatabaseGate {
     // outcome would then retry its failing write in a tight loop until the shutdown deadline.
     if (this.#closed) return Promise.resolve(false);
     if (this.#available) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const done = (available: boolean) => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        resolve(available);
-      };
-      const timer = setTimeout(() => done(false), timeoutMs);
-      this.#waiters.add(done);
-    });
+    return this.#wait(timeoutMs, false);
   }
 
   /**
@@ -84,13 +76,18 @@ export class DatabaseGate {
    */
   backOff(ms: number): Promise<boolean> {
     if (this.#closed) return Promise.resolve(false);
+    return this.#wait(ms, true);
+  }
+
+  /** Resolves with `atTimeout` after `ms`, or sooner with what a probe or close() reports. */
+  #wait(ms: number, atTimeout: boolean): Promise<boolean> {
     return new Promise((resolve) => {
-      const done = (goOn: boolean) => {
+      const done = (answer: boolean) => {
         clearTimeout(timer);
         this.#waiters.delete(done);
-        resolve(goOn);
+        resolve(answer);
       };
-      const timer = setTimeout(() => done(true), ms);
+      const timer = setTimeout(() => done(atTimeout), ms);
       this.#waiters.add(done);
     });
   }

@@ -20,49 +20,49 @@ afterAll(async () => {
   await web?.stop("SIGKILL");
 });
 
+/** The Procfile's web process with WEB_CONCURRENCY=2, answering. */
+async function startWeb(
+  env: Record<string, string> = {},
+): Promise<{ port: number; running: RunningProcess }> {
+  const port = await freePort();
+  const running = runProcess(procfile().web ?? "missing-web", {
+    DATABASE_URL: inject("databaseUrl"),
+    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    PORT: String(port),
+    QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
+    WEB_CONCURRENCY: "2",
+    LOG_LEVEL: "warn",
+    ...env,
+  });
+  web = running;
+  await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+  return { port, running };
+}
+
 describe("the web process with WEB_CONCURRENCY", () => {
   it("given WEB_CONCURRENCY=2, then it serves from two API processes and they all exit cleanly on SIGTERM", async () => {
-    const port = await freePort();
-    web = runProcess(procfile().web ?? "missing-web", {
-      DATABASE_URL: inject("databaseUrl"),
-      REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-      PORT: String(port),
-      QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
-      WEB_CONCURRENCY: "2",
-      LOG_LEVEL: "warn",
-    });
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
-    const pid = web.child.pid ?? -1;
+    const { port, running } = await startWeb();
+    const pid = running.child.pid ?? -1;
     expect(childrenOf(pid)).toHaveLength(2);
     for (let i = 0; i < 10; i++) expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
 
-    expect(await web.stop("SIGTERM")).toBe(0);
+    expect(await running.stop("SIGTERM")).toBe(0);
   }, 30_000);
 
   it("given its API processes died and wait for their restart, when SIGTERM comes, then none is restarted and the supervisor exits 0 at once", async () => {
-    const port = await freePort();
-    web = runProcess(procfile().web ?? "missing-web", {
-      DATABASE_URL: inject("databaseUrl"),
-      REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
-      PORT: String(port),
-      QUEUE_PREFIX: `e2e-${randomUUID().slice(0, 8)}`,
-      WEB_CONCURRENCY: "2",
-      // Long enough that waiting it out would show: the supervisor's own guard is this + 2 s.
-      SHUTDOWN_TIMEOUT_MS: "10000",
-      LOG_LEVEL: "warn",
-    });
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
-    for (const child of childrenOf(web.child.pid ?? -1)) process.kill(child, "SIGKILL");
+    // Long enough that waiting it out would show: the supervisor's own guard is this + 2 s.
+    const { running } = await startWeb({ SHUTDOWN_TIMEOUT_MS: "10000" });
+    for (const child of childrenOf(running.child.pid ?? -1)) process.kill(child, "SIGKILL");
     // The supervisor restarts a dead process after a second: stop it as soon as it has noticed both.
     await eventually(
-      async () => (web?.output().match(/an API process died/g) ?? []).length === 2 || undefined,
+      async () => (running.output().match(/an API process died/g) ?? []).length === 2 || undefined,
       5000,
       "the supervisor noticing both deaths",
     );
     const stoppedAt = Date.now();
 
-    expect(await web.stop("SIGTERM")).toBe(0);
+    expect(await running.stop("SIGTERM")).toBe(0);
     expect(Date.now() - stoppedAt).toBeLessThan(5000);
-    expect(web.output()).not.toMatch(/did not exit in time/);
+    expect(running.output()).not.toMatch(/did not exit in time/);
   }, 30_000);
 });
