@@ -8,8 +8,6 @@ import { serveDocs, validationHook } from "./http/openapi.js";
 import { bodyLimit, registerRoutes } from "./http/register-routes.js";
 import { requestId } from "./http/request-id.js";
 import type { AppDeps, AppEnv } from "./http/types.js";
-import { limitAcceptQueue } from "./messages/accept.js";
-import { limitReadQueue } from "./messages/read.js";
 import { adminCredentials, operationsRoutes } from "./observability/operations.js";
 import { requestLog } from "./observability/request-log.js";
 import { apiInfo, routes } from "./routes/index.js";
@@ -17,14 +15,6 @@ import { apiInfo, routes } from "./routes/index.js";
 /** Builds the notification API. No I/O happens here: connections come in through `deps`. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
-  // A stalled statement must not grow the queues waiting for the database without bound, nor
-  // commit a send from the queue after the deadline below has answered it 503.
-  const queueLimits = {
-    maxWaiting: deps.config.DATABASE_QUEUE_LIMIT,
-    maxWaitMs: deps.config.REQUEST_TIMEOUT_MS,
-  };
-  limitAcceptQueue(deps.db, queueLimits);
-  limitReadQueue(deps.db, queueLimits);
 
   app.use(requestId());
   app.use(

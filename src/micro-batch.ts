@@ -24,6 +24,17 @@ export interface QueueLimits {
   maxWaitMs?: number;
 }
 
+/**
+ * The limits of a queue waiting for the database, from the configuration: `DATABASE_QUEUE_LIMIT`
+ * items, none kept past the request deadline (whose 503 has answered its client by then).
+ */
+export function databaseQueueLimits(config: {
+  DATABASE_QUEUE_LIMIT: number;
+  REQUEST_TIMEOUT_MS: number;
+}): QueueLimits {
+  return { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS };
+}
+
 /** An item refused without being run: `run` never saw it. */
 export class QueueRefusedError extends Error {
   constructor(readonly reason: "queue_full" | "deadline_passed") {

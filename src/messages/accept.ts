@@ -1,10 +1,11 @@
 import type { Queue } from "bullmq";
 import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
+import type { Config } from "../config.js";
 import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
 import type { Logger } from "../logger.js";
-import type { QueueLimits } from "../micro-batch.js";
+import { databaseQueueLimits, type QueueLimits } from "../micro-batch.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Organization } from "../organizations/store.js";
 import { AcceptBatcher } from "./accept-batcher.js";
@@ -21,6 +22,13 @@ export interface AcceptDeps {
   now: () => Date;
   newId: () => string;
   metrics?: Pick<Metrics, "messageAccepted">;
+  /**
+   * Bounds the accepts waiting while a statement runs (`DATABASE_QUEUE_LIMIT`, the request
+   * deadline): while one stalls, one more send is refused at once (503), and a send the deadline
+   * has answered 503 is dropped from the queue instead of being committed later. Without it the
+   * queue has no bound.
+   */
+  config?: Pick<Config, "DATABASE_QUEUE_LIMIT" | "REQUEST_TIMEOUT_MS">;
 }
 
 /** `Omit` applied to each member of a union, so the union's discriminant survives. */
@@ -45,30 +53,20 @@ export type AcceptResult =
   | { outcome: "replayed"; messageId: string }
   | { outcome: "idempotency_conflict" };
 
-/** One batcher per database handle: every request of the process shares its batches. */
-const batchers = new WeakMap<Database, AcceptBatcher>();
-const queueLimits = new WeakMap<Database, QueueLimits>();
-
 /**
- * Bounds the accepts waiting for `db` while a statement runs (createApp passes the request
- * deadline and DATABASE_QUEUE_LIMIT): while a statement stalls, one more send is refused at once
- * (503), and a send the deadline has answered 503 is dropped from the queue instead of being
- * committed later. Without it the queue has no bound.
+ * One batcher per database handle (and queue limits): every request of the process shares its
+ * batches.
  */
-export function limitAcceptQueue(db: Database, limits: QueueLimits): void {
-  queueLimits.set(db, limits);
-  // The next accept builds a batcher with these limits.
-  batchers.delete(db);
-}
+const batchers = new WeakMap<Database, Map<string, AcceptBatcher>>();
 
-function batcherFor(db: Database): AcceptBatcher {
-  let batcher = batchers.get(db);
+function batcherFor(db: Database, limits: QueueLimits): AcceptBatcher {
+  let byLimits = batchers.get(db);
+  if (!byLimits) batchers.set(db, (byLimits = new Map()));
+  const key = `${limits.maxWaiting}/${limits.maxWaitMs}`;
+  let batcher = byLimits.get(key);
   if (!batcher) {
-    batcher = new AcceptBatcher(driverOf(db), {
-      idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS,
-      ...queueLimits.get(db),
-    });
-    batchers.set(db, batcher);
+    batcher = new AcceptBatcher(driverOf(db), { idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS, ...limits });
+    byLimits.set(key, batcher);
   }
   return batcher;
 }
@@ -100,7 +98,8 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
   const [event] = decision.events;
   if (event?.type !== "accepted") throw new Error("accept decided something other than one accepted event");
 
-  const result = await batcherFor(deps.db).commit({
+  const limits = deps.config ? databaseQueueLimits(deps.config) : {};
+  const result = await batcherFor(deps.db, limits).commit({
     event,
     row: toMessageRow(fold([event])),
     queuePrefix: deps.queue.opts.prefix ?? "bull",

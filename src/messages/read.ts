@@ -30,14 +30,19 @@ const date = (epochMs: number | null) => (epochMs === null ? null : new Date(epo
 
 /**
  * A message's record, if it belongs to the organization (another organization's message is not
- * found, exactly like an unknown one). Reads that arrive together share one query.
+ * found, exactly like an unknown one). Reads that arrive together share one query; `limits` bound
+ * the reads waiting while one runs, as for accepts (accept.ts).
  */
 export function findMessageRow(
   db: Database,
   organizationId: string,
   messageId: string,
+  limits: QueueLimits = {},
 ): Promise<MessageRow | undefined> {
-  let find = finders.get(db);
+  let byLimits = finders.get(db);
+  if (!byLimits) finders.set(db, (byLimits = new Map()));
+  const key = `${limits.maxWaiting}/${limits.maxWaitMs}`;
+  let find = byLimits.get(key);
   if (!find) {
     const sql = driverOf(db);
     find = microBatch((keys: Key[]) => findMany(sql, keys), {
@@ -46,9 +51,9 @@ export function findMessageRow(
       // batch. Against 4 in flight: Postgres CPU per read -30 %, p99 the same or lower.
       maxInFlight: 1,
       retryOneByOne: () => false,
-      ...queueLimits.get(db),
+      ...limits,
     });
-    finders.set(db, find);
+    byLimits.set(key, find);
   }
   return find({ organizationId, messageId });
 }
@@ -58,18 +63,7 @@ interface Key {
   messageId: string;
 }
 
-const finders = new WeakMap<Database, (key: Key) => Promise<MessageRow | undefined>>();
-const queueLimits = new WeakMap<Database, QueueLimits>();
-
-/**
- * Bounds the reads waiting for `db` while a query runs, as `limitAcceptQueue` (accept.ts) does
- * for sends: while a query stalls, one more read is refused at once (503), and a read past the request
- * deadline is dropped instead of run. Without it the queue has no bound.
- */
-export function limitReadQueue(db: Database, limits: QueueLimits): void {
-  queueLimits.set(db, limits);
-  finders.delete(db);
-}
+const finders = new WeakMap<Database, Map<string, (key: Key) => Promise<MessageRow | undefined>>>();
 
 async function findMany(sql: postgres.Sql, keys: Key[]): Promise<Array<MessageRow | undefined>> {
   // Timestamps as epoch milliseconds: drizzle turns the driver's date parsing off on the shared client.

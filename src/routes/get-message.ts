@@ -6,6 +6,7 @@ import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../h
 import { defineRoute } from "../http/types.js";
 import { findMessageRow } from "../messages/read.js";
 import { messageRecord, toMessageRecord } from "../messages/record.js";
+import { databaseQueueLimits } from "../micro-batch.js";
 
 export const getMessage = defineRoute({
   auth: "api-key",
@@ -28,7 +29,7 @@ export const getMessage = defineRoute({
   async handler(c, deps) {
     const { message_id } = c.req.valid("param");
     const organization = c.get("organization");
-    const row = await findMessageRow(deps.db, organization.id, message_id);
+    const row = await findMessageRow(deps.db, organization.id, message_id, databaseQueueLimits(deps.config));
     // Another organization's message is indistinguishable from an unknown one.
     if (!row) throw new ApiError(404, "Message not found");
     return c.json(toMessageRecord(row), 200);
