@@ -31,6 +31,19 @@ export async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
+/** Drops the database named in `url`, closing its connections (tests and benchmarks). */
+export async function dropDatabase(url: string): Promise<void> {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = "/postgres";
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`drop database if exists "${name.replaceAll('"', '""')}" with (force)`);
+  } finally {
+    await sql.end();
+  }
+}
+
 export async function runMigrations(url: string): Promise<void> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {

@@ -5,6 +5,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { dropDatabase } from "../../db/migrate.js";
 import { cpuMs, processTree, rssMiB } from "./system.js";
 
 const benchRoot = join(import.meta.dirname, "..", "..");
@@ -248,14 +249,7 @@ export class Stack {
     openStacks.delete(this);
     await Promise.all([this.web?.stop(), this.worker?.stop()]);
     await this.sql.end({ timeout: 5 });
-    const admin = new URL(this.#options.postgresUrl);
-    admin.pathname = "/postgres";
-    const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-    try {
-      await sql.unsafe(`drop database if exists "${this.#databaseName}" with (force)`);
-    } finally {
-      await sql.end();
-    }
+    await dropDatabase(this.databaseUrl);
     await deleteKeys(this.#options.redisUrl, `${this.prefix}:*`);
   }
 }

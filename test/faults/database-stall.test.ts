@@ -9,7 +9,7 @@ import {
   onboard,
   sendSms,
 } from "../support/harness.js";
-import { createOwnDatabase } from "./support/own-database.js";
+import { createOwnDatabase } from "../support/own-database.js";
 
 /**
  * A statement that stalls (a migration or `npm run projections:rebuild` holding a lock on

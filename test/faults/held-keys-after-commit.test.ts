@@ -10,7 +10,7 @@ import { isDatabaseUnavailable } from "../../src/http/errors.js";
 import { type AcceptDeps, type AcceptRequest, acceptMessage } from "../../src/messages/accept.js";
 import type { Organization } from "../../src/organizations/store.js";
 import { createHarness, eventually, type Harness, onboard, silentLogger } from "../support/harness.js";
-import { createOwnDatabase } from "./support/own-database.js";
+import { createOwnDatabase } from "../support/own-database.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
 
 /**
@@ -104,6 +104,26 @@ async function batchNeedingTheHeldKeysRead(db: Database) {
   return settled;
 }
 
+/**
+ * Starts the batch through the proxy and returns once its held-keys read is on its way, with the
+ * batch's results still to come (wrapped, so that awaiting this does not await them).
+ */
+async function batchUntilTheHeldKeysRead(proxied: Awaited<ReturnType<typeof throughProxy>>) {
+  const seen = proxied.proxy.watch([HELD_KEYS_READ]);
+  const settled = batchNeedingTheHeldKeysRead(proxied.db);
+  await eventually(async () => (seen.has(HELD_KEYS_READ) ? true : undefined), 10_000, "the held-keys read");
+  return { settled };
+}
+
+/** The batch's three requests without a key committed: each is answered accepted. */
+function expectTheNewMessagesAccepted(results: PromiseSettledResult<{ outcome: string }>[]) {
+  expect(results.slice(0, 3).map((r) => r.status === "fulfilled" && r.value.outcome)).toEqual([
+    "accepted",
+    "accepted",
+    "accepted",
+  ]);
+}
+
 async function storedMessages(results: PromiseSettledResult<{ outcome: string; messageId?: string }>[]) {
   const ids = results.flatMap((r) =>
     r.status === "fulfilled" && r.value.messageId ? [r.value.messageId] : [],
@@ -120,21 +140,11 @@ describe("given the read of held keys fails after the batch statement committed"
     // Each chunk reaches Postgres 150 ms late: time to cut the connection once the read is on its way.
     const proxied = await throughProxy(150);
     try {
-      const seen = proxied.proxy.watch([HELD_KEYS_READ]);
-      const settled = batchNeedingTheHeldKeysRead(proxied.db);
-      await eventually(
-        async () => (seen.has(HELD_KEYS_READ) ? true : undefined),
-        10_000,
-        "the held-keys read",
-      );
+      const { settled } = await batchUntilTheHeldKeysRead(proxied);
       await proxied.proxy.cut("refuse", { reset: true });
       const results = await settled;
 
-      expect(results.slice(0, 3).map((r) => r.status === "fulfilled" && r.value.outcome)).toEqual([
-        "accepted",
-        "accepted",
-        "accepted",
-      ]);
+      expectTheNewMessagesAccepted(results);
       for (const keyed of results.slice(3)) {
         expect(keyed.status).toBe("rejected");
         // The web answers it 503 + Retry-After: the client retries with its key and gets its answer.
@@ -152,23 +162,13 @@ describe("given the read of held keys fails after the batch statement committed"
     const proxied = await throughProxy(300);
     let moved = false;
     try {
-      const seen = proxied.proxy.watch([HELD_KEYS_READ]);
-      const settled = batchNeedingTheHeldKeysRead(proxied.db);
-      await eventually(
-        async () => (seen.has(HELD_KEYS_READ) ? true : undefined),
-        10_000,
-        "the held-keys read",
-      );
+      const { settled } = await batchUntilTheHeldKeysRead(proxied);
       // A migration renames the table between the two statements: the read meets 42P01 undefined_table.
       await h.sql`alter table idempotency_keys rename to idempotency_keys_moved`;
       moved = true;
       const results = await settled;
 
-      expect(results.slice(0, 3).map((r) => r.status === "fulfilled" && r.value.outcome)).toEqual([
-        "accepted",
-        "accepted",
-        "accepted",
-      ]);
+      expectTheNewMessagesAccepted(results);
       for (const keyed of results.slice(3)) {
         expect(keyed.status).toBe("rejected");
         expect((keyed as PromiseRejectedResult).reason).toMatchObject({ code: "42P01" });

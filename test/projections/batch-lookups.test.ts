@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../db/client.js";
-import { ensureDatabase, runMigrations } from "../../db/migrate.js";
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/messages/accept.js";
 import { loadForDelivery } from "../../src/messages/delivery-store.js";
 import { findMessageRow } from "../../src/messages/read.js";
 import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../workers/idempotency-pruner.js";
 import { eventually } from "../support/harness.js";
+import { createOwnDatabase } from "../support/own-database.js";
 
 /**
  * The worker's grouped load and the API's grouped read must find their batch through the primary
@@ -27,27 +27,21 @@ const PER_ROUND = 4000;
 const BATCH = 20;
 
 let url = "";
+let dropOwnDatabase: () => Promise<void> = async () => {};
 let admin: postgres.Sql;
 const organizationId = randomUUID();
 
 beforeAll(async () => {
-  const base = new URL(inject("databaseUrl"));
-  const name = `ntf_scans_${Date.now()}_${process.pid}`;
-  base.pathname = `/${name}`;
-  url = base.toString();
-  await ensureDatabase(url);
-  await runMigrations(url);
+  const own = await createOwnDatabase("scans");
+  url = own.url;
+  dropOwnDatabase = own.drop;
   admin = postgres(url, { max: 1, onnotice: () => {} });
   await admin`insert into organizations (id, product_id, name, active) values (${organizationId}, 'scans', 'Scans', true)`;
 });
 
 afterAll(async () => {
   await admin?.end();
-  const root = new URL(url);
-  root.pathname = "/postgres";
-  const sql = postgres(root.toString(), { max: 1, onnotice: () => {} });
-  await sql.unsafe(`drop database if exists "${new URL(url).pathname.slice(1)}" with (force)`);
-  await sql.end();
+  await dropOwnDatabase();
 });
 
 /** Rows read by sequential scans of these tables, once every backend that read them has reported. */

@@ -1,6 +1,5 @@
-import postgres from "postgres";
 import type { TestProject } from "vitest/node";
-import { ensureDatabase, runMigrations } from "../../db/migrate.js";
+import { dropDatabase, ensureDatabase, runMigrations } from "../../db/migrate.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -18,14 +17,5 @@ export default async function setup(project: TestProject) {
   await runMigrations(url.toString());
   project.provide("databaseUrl", url.toString());
 
-  return async () => {
-    const admin = new URL(base);
-    admin.pathname = "/postgres";
-    const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-    try {
-      await sql.unsafe(`drop database if exists "${name}" with (force)`);
-    } finally {
-      await sql.end();
-    }
-  };
+  return () => dropDatabase(url.toString());
 }

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import postgres from "postgres";
+import { dropDatabase } from "../../db/migrate.js";
 
 const root = join(import.meta.dirname, "..", "..");
 
@@ -89,8 +89,7 @@ export interface ProcfileStack {
  */
 export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Record<string, string> = {}) {
   const databaseUrl = new URL(baseDatabaseUrl);
-  const databaseName = `ntf_e2e_${randomUUID().slice(0, 8)}`;
-  databaseUrl.pathname = `/${databaseName}`;
+  databaseUrl.pathname = `/ntf_e2e_${randomUUID().slice(0, 8)}`;
   const port = await freePort();
   const env = {
     DATABASE_URL: databaseUrl.toString(),
@@ -116,11 +115,7 @@ export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Reco
     worker,
     async close() {
       await Promise.all([web.stop("SIGKILL"), worker.stop("SIGKILL")]);
-      const admin = new URL(baseDatabaseUrl);
-      admin.pathname = "/postgres";
-      const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-      await sql.unsafe(`drop database if exists "${databaseName}" with (force)`);
-      await sql.end();
+      await dropDatabase(databaseUrl.toString());
     },
   } satisfies ProcfileStack;
 }

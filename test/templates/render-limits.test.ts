@@ -6,6 +6,7 @@ import {
   renderEmail,
   TemplateRenderError,
 } from "../../src/templates/render.js";
+import { renderFailure } from "../support/render-failure.js";
 
 function fields(
   options: {
@@ -23,16 +24,6 @@ function fields(
       global_merge_vars: options.vars ?? [],
     },
   };
-}
-
-function renderFailure(act: () => unknown): TemplateRenderError {
-  try {
-    act();
-  } catch (err) {
-    if (err instanceof TemplateRenderError) return err;
-    throw err;
-  }
-  throw new Error("expected a TemplateRenderError");
 }
 
 /** 440 KB, under the 512 KiB template limit, and deeper than the parser's recursion can go. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { EmailTemplateFields, MergeLanguage } from "../../src/domain/channel-content.js";
 import { renderEmail, TemplateRenderError } from "../../src/templates/render.js";
+import { renderFailure } from "../support/render-failure.js";
 
 type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];
 
@@ -28,16 +29,6 @@ function fields(
 
 function html(code: string, f: EmailTemplateFields): string {
   return renderEmail({ code, text: null }, f).html;
-}
-
-function renderFailure(act: () => unknown): TemplateRenderError {
-  try {
-    act();
-  } catch (err) {
-    if (err instanceof TemplateRenderError) return err;
-    throw err;
-  }
-  throw new Error("expected a TemplateRenderError");
 }
 
 describe("renderEmail: editable regions", () => {

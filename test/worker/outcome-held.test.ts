@@ -9,7 +9,6 @@ import { DatabaseGate } from "../../workers/database-gate.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import type { SmsMessage, SmsProvider } from "../../workers/providers/sms/provider.js";
 import { SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
-import { createOwnDatabase } from "../faults/support/own-database.js";
 import {
   createHarness,
   eventually,
@@ -18,6 +17,7 @@ import {
   sendSms,
   simulatorProviders,
 } from "../support/harness.js";
+import { createOwnDatabase } from "../support/own-database.js";
 import { eventsOf, shapeOf } from "./history.js";
 
 /**

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { inject } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
-import { ensureDatabase, runMigrations } from "../../../db/migrate.js";
+import { dropDatabase, ensureDatabase, runMigrations } from "../../../db/migrate.js";
 import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../../support/processes.js";
 import { FakeProvider } from "./fake-provider.js";
 import { RedisServer } from "./redis-server.js";
@@ -378,14 +378,7 @@ export class FaultScenario {
     await this.redis.kill();
     await this.provider?.close();
     await this.#dbClose();
-    const admin = new URL(this.directUrl);
-    admin.pathname = "/postgres";
-    const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-    try {
-      await sql.unsafe(`drop database if exists "${this.databaseName}" with (force)`);
-    } finally {
-      await sql.end();
-    }
+    await dropDatabase(this.directUrl);
   }
 }
 
