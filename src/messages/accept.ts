@@ -5,7 +5,7 @@ import type { Config } from "../config.js";
 import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
 import type { Logger } from "../logger.js";
-import { databaseQueueLimits, type QueueLimits } from "../micro-batch.js";
+import { databaseQueueLimits, onePerLimits, type QueueLimits } from "../micro-batch.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Organization } from "../organizations/store.js";
 import { AcceptBatcher } from "./accept-batcher.js";
@@ -53,23 +53,11 @@ export type AcceptResult =
   | { outcome: "replayed"; messageId: string }
   | { outcome: "idempotency_conflict" };
 
-/**
- * One batcher per database handle (and queue limits): every request of the process shares its
- * batches.
- */
-const batchers = new WeakMap<Database, Map<string, AcceptBatcher>>();
-
-function batcherFor(db: Database, limits: QueueLimits): AcceptBatcher {
-  let byLimits = batchers.get(db);
-  if (!byLimits) batchers.set(db, (byLimits = new Map()));
-  const key = `${limits.maxWaiting}/${limits.maxWaitMs}`;
-  let batcher = byLimits.get(key);
-  if (!batcher) {
-    batcher = new AcceptBatcher(driverOf(db), { idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS, ...limits });
-    byLimits.set(key, batcher);
-  }
-  return batcher;
-}
+/** One batcher per database handle and queue limits: every request of the process shares its batches. */
+const batcherFor = onePerLimits(
+  (db: Database, limits: QueueLimits) =>
+    new AcceptBatcher(driverOf(db), { idempotencyWindowMs: IDEMPOTENCY_WINDOW_MS, ...limits }),
+);
 
 /**
  * Accepts a message: commits its `accepted` event, its record, its delivery-outbox row and the
