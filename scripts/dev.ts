@@ -144,10 +144,10 @@ async function main(): Promise<void> {
     ADMIN_USER,
     ADMIN_PASSWORD,
   };
-  start("web", tsx, ["src/server.ts"], { ...common, PORT: WEB_PORT });
+  start("web", tsx, ["src/api/server.ts"], { ...common, PORT: WEB_PORT });
   start("worker", tsx, ["workers/main.ts"], { ...common, WORKER_METRICS_PORT });
-  if (existsSync(join(root, "src/encryption/server.ts"))) {
-    start("encryption", tsx, ["src/encryption/server.ts"], { ...common, PORT: ENCRYPTION_PORT });
+  if (existsSync(join(root, "src/client-onboarding/server.ts"))) {
+    start("encryption", tsx, ["src/client-onboarding/server.ts"], { ...common, PORT: ENCRYPTION_PORT });
   }
   const web = `http://127.0.0.1:${WEB_PORT}`;
   console.log(`

@@ -1,5 +1,5 @@
 import { createDatabase } from "../db/client.js";
-import { configSchema } from "../src/config.js";
+import { configSchema } from "../src/runtime/config.js";
 import {
   type ApiKeyInfo,
   findOrganization,
@@ -7,7 +7,7 @@ import {
   type KeySelector,
   listApiKeys,
   revokeApiKey,
-} from "../src/organizations/store.js";
+} from "../src/store/organizations.js";
 
 /**
  * `npm run keys -- <command>`: API key administration (production: `node dist/scripts/keys.js`).

@@ -1,6 +1,6 @@
 import { createDatabase } from "../db/client.js";
-import { loadConfig } from "../src/config.js";
-import { rebuildProjections } from "../src/messages/rebuild.js";
+import { loadConfig } from "../src/runtime/config.js";
+import { rebuildProjections } from "../src/store/rebuild.js";
 
 /** `npm run projections:rebuild`: recomputes every message record from its events. */
 const config = loadConfig();

@@ -1,5 +1,5 @@
-import { isDatabaseUnavailable } from "../src/http/errors.js";
-import type { Logger } from "../src/logger.js";
+import { isDatabaseUnavailable } from "../db/errors.js";
+import type { Logger } from "../src/runtime/logger.js";
 
 export interface DatabaseGateOptions {
   /** A cheap query; resolving means the database answers again. */

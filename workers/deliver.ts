@@ -1,6 +1,7 @@
 import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
+import { type Prepared, type Providers, prepareDelivery } from "../src/channels/prepare.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import {
   type Command,
@@ -11,13 +12,12 @@ import {
   type MessageState,
 } from "../src/domain/message.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
-import type { Logger } from "../src/logger.js";
-import type { DeliveryJobData } from "../src/messages/delivery-queue.js";
-import { appendForDelivery, loadForDelivery } from "../src/messages/delivery-store.js";
-import { ConcurrencyError } from "../src/messages/event-store.js";
 import type { Metrics } from "../src/observability/metrics.js";
-import { type Prepared, type Providers, prepareDelivery } from "./channels.js";
+import type { Logger } from "../src/runtime/logger.js";
+import type { DeliveryJobData } from "../src/store/delivery-queue.js";
+import { ConcurrencyError } from "../src/store/events.js";
 import type { DatabaseGate } from "./database-gate.js";
+import { appendForDelivery, loadForDelivery } from "./delivery-store.js";
 
 export interface DeliverDeps {
   db: Database;

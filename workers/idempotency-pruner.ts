@@ -3,7 +3,7 @@ import { IDEMPOTENCY_WINDOW_MS } from "../src/messages/accept.js";
 
 /**
  * How long a key is kept past its window. A request that found a key live reads what the key
- * recorded a moment later (src/messages/accept-batcher.ts); the margin makes sure the key is still
+ * recorded a moment later (src/store/accept-batcher.ts); the margin makes sure the key is still
  * there when it does.
  */
 export const PRUNE_MARGIN_MS = 60 * 60 * 1000;

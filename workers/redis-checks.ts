@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import type { Logger } from "../src/logger.js";
+import type { Logger } from "../src/runtime/logger.js";
 
 /** BullMQ loses jobs if Redis may evict keys; say so loudly at start-up. */
 export async function warnUnlessNoEviction(redis: Redis, logger: Logger): Promise<void> {

@@ -3,7 +3,7 @@ import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
 import { deliveryOutbox, messages } from "../db/schema.js";
-import { type DeliveryJobData, enqueueDelivery } from "../src/messages/delivery-queue.js";
+import { type DeliveryJobData, enqueueDelivery } from "../src/store/delivery-queue.js";
 
 export interface SweepDeps {
   db: Database;

@@ -1,16 +1,16 @@
 import type { Queue } from "bullmq";
 import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
-import type { Config } from "../config.js";
 import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
-import type { Logger } from "../logger.js";
-import { databaseQueueLimits, onePerLimits, type QueueLimits } from "../micro-batch.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { Organization } from "../organizations/store.js";
-import { AcceptBatcher } from "./accept-batcher.js";
-import type { DeliveryJobData } from "./delivery-queue.js";
-import { toMessageRow } from "./projection.js";
+import type { Config } from "../runtime/config.js";
+import type { Logger } from "../runtime/logger.js";
+import { AcceptBatcher } from "../store/accept-batcher.js";
+import type { DeliveryJobData } from "../store/delivery-queue.js";
+import { databaseQueueLimits, onePerLimits, type QueueLimits } from "../store/micro-batch.js";
+import type { Organization } from "../store/organizations.js";
+import { toMessageRow } from "../store/projection.js";
 
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { RENDER_DEADLINE_MS } from "../../src/templates/sandbox.js";
+import { RENDER_DEADLINE_MS } from "../../src/channels/email/templates/sandbox.js";
 import { eventually } from "../support/harness.js";
 import { type ProcfileStack, startProcfileStack } from "../support/processes.js";
 

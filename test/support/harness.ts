@@ -7,20 +7,16 @@ import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
-import { createApp } from "../../src/app.js";
-import { type Config, loadConfig } from "../../src/config.js";
-import {
-  createDeliveryQueue,
-  DELIVERY_QUEUE,
-  type DeliveryJobData,
-} from "../../src/messages/delivery-queue.js";
-import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../src/messages/outbox-relay.js";
+import { createApp } from "../../src/api/app.js";
+import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
+import type { Providers } from "../../src/channels/prepare.js";
+import { SimulatorPushProvider } from "../../src/channels/push/providers/simulator.js";
+import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
-import type { Providers } from "../../workers/channels.js";
+import { type Config, loadConfig } from "../../src/runtime/config.js";
+import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
-import { SimulatorEmailProvider } from "../../workers/providers/email/simulator.js";
-import { SimulatorPushProvider } from "../../workers/providers/push/simulator.js";
-import { SimulatorSmsProvider } from "../../workers/providers/sms/simulator.js";
+import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
 
 export const silentLogger = pino({ level: "silent" });
 

@@ -8,7 +8,7 @@ import {
 } from "node:http";
 import type { AddressInfo } from "node:net";
 import ece from "http_ece";
-import type { PushSubscription, PushUrgency } from "../../workers/providers/push/provider.js";
+import type { PushSubscription, PushUrgency } from "../../src/channels/push/providers/provider.js";
 
 /** A push the service accepted as well formed: VAPID verified and the body decrypted. */
 export interface VerifiedPush {

@@ -1,4 +1,4 @@
-import { TemplateRenderError } from "../../src/templates/render.js";
+import { TemplateRenderError } from "../../src/channels/email/templates/render.js";
 
 /** The TemplateRenderError `act` throws; fails the test if it throws nothing or something else. */
 export function renderFailure(act: () => unknown): TemplateRenderError {

@@ -9,7 +9,7 @@ import { FaultScenario, type SendResult, waitFor } from "../support/scenario.js"
  * burning delivery attempts, holding outcomes the provider already gave; when Postgres is back
  * everything resumes on its own and every accepted message reaches a final state, none failed.
  */
-/** The web process's connect_timeout is 1.5 s (src/api-process.ts): the issue asks for a 503 within 2 s. */
+/** The web process's connect_timeout is 1.5 s (src/api/api-process.ts): the issue asks for a 503 within 2 s. */
 const PARTITION_503_WITHIN_MS = 2_000;
 const REFUSED_503_WITHIN_MS = 1_000;
 let s: FaultScenario;

@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { expectFinishedHistory } from "../../worker/history.js";
+import { expectFinishedHistory } from "../../integration/workers/history.js";
 import type { Audit, FaultScenario } from "./scenario.js";
 
 /**

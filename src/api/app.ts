@@ -1,0 +1,42 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { timeout } from "hono/timeout";
+import { errorResponse, handleError } from "./errors.js";
+import { MAX_BODY_BYTES } from "./json-body.js";
+import { requestId } from "./middleware/request-id.js";
+import { requestLog } from "./middleware/request-log.js";
+import { serveDocs, validationHook } from "./openapi.js";
+import { adminCredentials, operationsRoutes } from "./operations.js";
+import { bodyLimit, registerRoutes } from "./register-routes.js";
+import { apiInfo, routes } from "./routes/index.js";
+import type { AppDeps, AppEnv } from "./types.js";
+
+/** Builds the notification API. No I/O happens here: connections come in through `deps`. */
+export function createApp(deps: AppDeps): Hono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+
+  app.use(requestId());
+  app.use(
+    timeout(
+      deps.config.REQUEST_TIMEOUT_MS,
+      () =>
+        new HTTPException(503, {
+          message: "Service temporarily unavailable; retry shortly",
+          res: new Response(null, { headers: { "Retry-After": "5" } }),
+        }),
+    ),
+  );
+  // Each API route limits its own body (registerRoutes); the dashboard's actions get the default.
+  app.use("/admin/*", bodyLimit(MAX_BODY_BYTES));
+
+  app.use(requestLog(deps.logger, deps.metrics));
+  app.route("/", operationsRoutes({ ...deps, admin: adminCredentials(deps.config) }));
+
+  registerRoutes(app, routes, deps);
+  serveDocs(app, apiInfo);
+
+  app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
+  app.onError(handleError(deps.logger));
+  return app;
+}

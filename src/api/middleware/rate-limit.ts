@@ -1,0 +1,175 @@
+import type { Queue } from "bullmq";
+import type { MiddlewareHandler } from "hono";
+import { Redis } from "ioredis";
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  RLWrapperTimeouts,
+} from "rate-limiter-flexible";
+import type { Config } from "../../runtime/config.js";
+import type { Logger } from "../../runtime/logger.js";
+import { microBatch } from "../../store/micro-batch.js";
+import { ApiError } from "../errors.js";
+import type { AppEnv } from "../types.js";
+
+/** Past this the limiter's Redis counts as unavailable for that request, and the process limits on its own. */
+const REDIS_TIMEOUT_MS = 250;
+const WARN_EVERY_MS = 10_000;
+
+export interface RateLimitDeps {
+  config: Pick<Config, "SEND_RATE_LIMIT" | "SEND_RATE_BURST" | "QUEUE_PREFIX">;
+  /** Where the BullMQ connection comes from when `redis` is not given. */
+  queue?: Pick<Queue, "opts">;
+  /** The shared bucket store; without one every process limits on its own. */
+  redis?: Redis;
+  logger: Logger;
+}
+
+/**
+ * Token bucket, run by rate-limiter-flexible's RateLimiterRedis through its documented
+ * `customIncrTtlLuaScript` hook, which passes ARGV = points to take, key TTL (s), the limiter's
+ * `points` and `duration`. Here `points` is the bucket's capacity and `duration` the seconds it
+ * takes to refill from empty, so the refill rate is points / duration. (ioredis registers the
+ * script under one name per client, so every RateLimiterRedis sharing a client runs this same
+ * text; any limiter on that client gets a token bucket of its own points and duration.)
+ * The state is "tokens:last-refill-ms" in one key that expires once the bucket would be full.
+ * It takes as many of the wanted tokens as the bucket holds (the sends of one organization that
+ * arrive together ask at once). Returns `{consumed, msBeforeNext}`: `consumed <= capacity` means
+ * every wanted token was taken; otherwise `consumed - capacity` of them were refused and
+ * `msBeforeNext` is the wait until one token is back.
+ */
+export const TOKEN_BUCKET_SCRIPT = `
+local want = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[3])
+local rate = capacity / (tonumber(ARGV[4]) * 1000)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local tokens = capacity
+local saved = redis.call('GET', KEYS[1])
+if saved then
+  local sep = string.find(saved, ':', 1, true)
+  if sep then
+    local last = tonumber(string.sub(saved, sep + 1)) or now
+    local before = tonumber(string.sub(saved, 1, sep - 1)) or capacity
+    tokens = math.min(capacity, before + math.max(0, now - last) * rate)
+  end
+end
+local granted = math.min(want, math.floor(tokens))
+tokens = tokens - granted
+local consumed
+local wait
+if granted == want then
+  consumed = capacity - math.floor(tokens)
+  wait = math.ceil((capacity - tokens) / rate)
+else
+  consumed = capacity + want - granted
+  wait = math.ceil((1 - tokens) / rate)
+end
+local ttl = math.ceil((capacity - tokens) / rate) + 1000
+redis.call('SET', KEYS[1], string.format('%.6f', tokens) .. ':' .. now, 'PX', ttl)
+return {consumed, wait}
+`;
+
+/** The ioredis client a BullMQ queue was built with, if it was given one (the API's fail-fast client). */
+export function redisOfQueue(queue: Pick<Queue, "opts"> | undefined): Redis | undefined {
+  const connection = queue?.opts.connection;
+  return connection instanceof Redis ? connection : undefined;
+}
+
+/**
+ * Per-organization limit on sends: a token bucket in Redis (`SEND_RATE_BURST` tokens, at least
+ * `SEND_RATE_LIMIT`, refilled at `SEND_RATE_LIMIT` a second) shared by every web process. When Redis errors or does not answer
+ * within 250 ms, an in-memory limiter of the same rate takes over in each process (the library's
+ * insurance limiter), so the limit holds, per process, while Redis is away. Over the limit: 429
+ * `{ error }` with `Retry-After`. Must run after API-key authentication (the bucket is the
+ * organization's). `SEND_RATE_LIMIT=0` turns it off.
+ */
+export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
+  const rate = deps.config.SEND_RATE_LIMIT;
+  if (rate === 0) return async (_c, next) => next();
+  // The bucket holds at least one second's worth: the library needs a refill time of 1 s or more.
+  const burst = Math.max(deps.config.SEND_RATE_BURST ?? 2 * rate, rate);
+  const refillSeconds = burst / rate;
+
+  const keyPrefix = `${deps.config.QUEUE_PREFIX}:rate-limit:send`;
+  // A fixed window close to the bucket: `burst` sends per refill time, in this process only.
+  const insuranceLimiter = new RateLimiterMemory({ keyPrefix, points: burst, duration: refillSeconds });
+  const redis = deps.redis ?? redisOfQueue(deps.queue);
+  const limiter = redis
+    ? new RLWrapperTimeouts({
+        limiter: new RateLimiterRedis({
+          storeClient: redis,
+          keyPrefix,
+          points: burst,
+          duration: refillSeconds,
+          customIncrTtlLuaScript: TOKEN_BUCKET_SCRIPT,
+          rejectIfRedisNotReady: true,
+        }),
+        timeoutMs: REDIS_TIMEOUT_MS,
+        insuranceLimiter,
+      })
+    : insuranceLimiter;
+
+  // The sends of one organization that arrive in the same turn of the event loop take their
+  // tokens with one call (one Redis round trip), the earliest first, as if they came one by one.
+  const take = microBatch((organizationIds: string[]) => takeTogether(limiter, burst, organizationIds), {
+    maxBatch: 10_000,
+    // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
+    maxInFlight: 16,
+    retryOneByOne: () => false,
+  });
+
+  let lastWarnedAt = 0;
+  return async function rateLimitSends(c, next) {
+    if (redis && redis.status !== "ready" && Date.now() - lastWarnedAt > WARN_EVERY_MS) {
+      lastWarnedAt = Date.now();
+      deps.logger.warn("rate limiter: Redis unavailable, limiting sends per process");
+    }
+    const msBeforeNext = await take(c.get("organization").id);
+    if (msBeforeNext !== ALLOWED) {
+      const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+      throw new ApiError(
+        429,
+        `Too many requests: this organization may send ${rate} messages a second (bursts of ${burst}); retry in ${seconds} s`,
+        { "Retry-After": String(seconds) },
+      );
+    }
+    await next();
+  };
+}
+
+const ALLOWED = -1;
+
+/**
+ * Takes one token for each id, asking once per distinct id for all of its tokens. Returns, per
+ * id in order, `ALLOWED` or the milliseconds until a token is back. Both limiters report a refusal
+ * by `consumedPoints` past their capacity: that excess is how many of the wanted tokens were
+ * refused, and the refused ones are the latest.
+ */
+async function takeTogether(
+  limiter: Pick<RateLimiterMemory, "consume">,
+  capacity: number,
+  ids: string[],
+): Promise<number[]> {
+  const positions = new Map<string, number[]>();
+  ids.forEach((id, index) => {
+    const list = positions.get(id);
+    if (list) list.push(index);
+    else positions.set(id, [index]);
+  });
+  const results = new Array<number>(ids.length).fill(ALLOWED);
+  await Promise.all(
+    Array.from(positions, async ([id, indexes]) => {
+      try {
+        await limiter.consume(id, indexes.length);
+      } catch (rejection) {
+        if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        const excess = rejection.consumedPoints - capacity;
+        const refused = excess > 0 ? Math.min(indexes.length, excess) : indexes.length;
+        for (const index of indexes.slice(indexes.length - refused)) results[index] = rejection.msBeforeNext;
+      }
+    }),
+  );
+  return results;
+}

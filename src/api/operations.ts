@@ -1,0 +1,53 @@
+import type { Queue } from "bullmq";
+import { type Context, Hono } from "hono";
+import type { Database } from "../../db/client.js";
+import { healthRoutes } from "../observability/health.js";
+import type { Metrics } from "../observability/metrics.js";
+
+const QUEUE_BOARD_PATH = "/admin/queues";
+
+/**
+ * The operator's endpoints, the same on every process that serves HTTP: `/healthz`, `/readyz`,
+ * `/metrics`, and Bull Board at `/admin/queues` when `ADMIN_USER` / `ADMIN_PASSWORD` are set
+ * (absent, so 404, otherwise). Bull Board and its UI are loaded on the first visit: they are
+ * memory the API process does not otherwise need.
+ */
+export function operationsRoutes(deps: {
+  db: Database;
+  queue: Queue;
+  metrics: Metrics;
+  admin?: { user: string; password: string };
+}): Hono {
+  const app = new Hono();
+  app.route("/", healthRoutes(deps));
+  app.get("/metrics", async (c) => {
+    const body = await deps.metrics.registry.metrics();
+    return c.body(body, 200, { "Content-Type": deps.metrics.registry.contentType });
+  });
+  const { admin } = deps;
+  if (admin) {
+    let board: Promise<Hono> | undefined;
+    const serveBoard = async (c: Context) => {
+      board ??= import("./queue-board.js").then(({ queueBoard }) => {
+        const mounted = new Hono().route(
+          QUEUE_BOARD_PATH,
+          queueBoard({ basePath: QUEUE_BOARD_PATH, queues: [deps.queue], ...admin }),
+        );
+        // Errors (basic auth's 401) go on to the app's own handler, which answers `{ error }`.
+        return mounted.onError((error) => {
+          throw error;
+        });
+      });
+      return (await board).fetch(c.req.raw, c.env);
+    };
+    app.all(QUEUE_BOARD_PATH, serveBoard);
+    app.all(`${QUEUE_BOARD_PATH}/*`, serveBoard);
+  }
+  return app;
+}
+
+export function adminCredentials(config: { ADMIN_USER?: string; ADMIN_PASSWORD?: string }) {
+  return config.ADMIN_USER && config.ADMIN_PASSWORD
+    ? { user: config.ADMIN_USER, password: config.ADMIN_PASSWORD }
+    : undefined;
+}

@@ -1,0 +1,49 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { errorResponse } from "./errors.js";
+import { MAX_BODY_BYTES } from "./json-body.js";
+import { apiKeyAuth } from "./middleware/api-key-auth.js";
+import { headerBodyLimit } from "./middleware/body-limit.js";
+import { onboardingAuth } from "./middleware/onboarding-auth.js";
+import { sendRateLimit } from "./middleware/rate-limit.js";
+import { openapiRoute } from "./openapi.js";
+import type { AppDeps, AppEnv, Route } from "./types.js";
+
+/**
+ * Mounts every route behind its authentication, and documents each with the security scheme
+ * of that authentication, so the document cannot disagree with the middleware that runs.
+ */
+export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[], deps: AppDeps): void {
+  const auth = {
+    "api-key": { middleware: apiKeyAuth(deps), scheme: "ApiKeyAuth" },
+    onboarding: { middleware: onboardingAuth(deps.config.ONBOARDING_TOKEN), scheme: "OnboardingBearer" },
+  } as const;
+  app.openAPIRegistry.registerComponent("securitySchemes", "ApiKeyAuth", {
+    type: "apiKey",
+    in: "header",
+    name: "x-api-key",
+    description: "The organization's API key (`ntf_…`), from onboarding",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "OnboardingBearer", {
+    type: "http",
+    scheme: "bearer",
+    description: "`ONBOARDING_TOKEN`; required when it is set (always in production)",
+  });
+
+  const limits = { send: sendRateLimit(deps) };
+
+  for (const route of routes) {
+    const { middleware, scheme } = auth[route.auth];
+    const definition = { ...route.definition, security: [{ [scheme]: [] }] };
+    const chain = [bodyLimit(route.maxBodyBytes ?? MAX_BODY_BYTES), middleware];
+    if (route.rateLimit) chain.push(limits[route.rateLimit]);
+    openapiRoute(app, definition, chain, (c) => route.handler(c, deps));
+  }
+}
+
+export function bodyLimit(maxBytes: number): MiddlewareHandler {
+  return headerBodyLimit({
+    maxSize: maxBytes,
+    onError: (c) => errorResponse(c, 413, `Request body must be at most ${maxBytes / 1024} KiB`),
+  });
+}

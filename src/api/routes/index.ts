@@ -1,0 +1,42 @@
+import type { Route } from "../types.js";
+import { getMessage } from "./messages/get.js";
+import { getMessageEvents } from "./messages/get-events.js";
+import { listMessages } from "./messages/list.js";
+import { sendEmail } from "./notifications/send-email.js";
+import { sendPush } from "./notifications/send-push.js";
+import { sendSms } from "./notifications/send-sms.js";
+import { getOrganization } from "./organizations/get.js";
+import { onboardOrganizations } from "./organizations/onboard.js";
+import { createTemplate } from "./templates/create.js";
+import { deleteTemplate } from "./templates/delete.js";
+import { getTemplate } from "./templates/get.js";
+import { listTemplates } from "./templates/list.js";
+import { renderTemplate } from "./templates/render.js";
+import { updateTemplate } from "./templates/update.js";
+
+/** Every endpoint of the notification API, in one visible list. */
+export const routes: readonly Route[] = [
+  getOrganization,
+  onboardOrganizations,
+  sendSms,
+  sendEmail,
+  sendPush,
+  listMessages,
+  getMessage,
+  getMessageEvents,
+  createTemplate,
+  listTemplates,
+  getTemplate,
+  updateTemplate,
+  deleteTemplate,
+  renderTemplate,
+];
+
+/** The OpenAPI document's `info`. */
+export const apiInfo = {
+  title: "Notification API",
+  description:
+    "Multi-tenant notifications: onboard organizations, send SMS, e-mail (from templates) and Web Push, " +
+    "read every message's record and history. " +
+    'Every error is JSON `{ "error": "<readable message>" }`.',
+};

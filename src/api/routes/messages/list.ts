@@ -1,0 +1,86 @@
+import { createRoute } from "@hono/zod-openapi";
+import { z } from "zod";
+import { CHANNELS, STATUSES } from "../../../domain/message.js";
+import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { defineRoute } from "../../types.js";
+import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
+
+const dateTime = z.iso
+  .datetime({
+    offset: true,
+    error: "must be an ISO 8601 date-time with a time zone, e.g. 2026-01-31T09:00:00Z",
+  })
+  .transform((value) => new Date(value));
+
+const LIMIT_ERROR = "must be an integer from 1 to 100";
+
+// Strict: a misspelt filter would otherwise widen the result silently.
+const query = z.strictObject({
+  status: z.enum(STATUSES, { error: `must be one of: ${STATUSES.join(", ")}` }).optional(),
+  channel: z.enum(CHANNELS, { error: `must be one of: ${CHANNELS.join(", ")}` }).optional(),
+  created_after: dateTime.optional().meta({ description: "Only messages created after this instant" }),
+  created_before: dateTime.optional().meta({ description: "Only messages created before this instant" }),
+  limit: z.coerce
+    .number({ error: LIMIT_ERROR })
+    .int(LIMIT_ERROR)
+    .min(1, LIMIT_ERROR)
+    .max(100, LIMIT_ERROR)
+    .default(20)
+    .meta({ description: "Messages per page" }),
+  cursor: z
+    .string()
+    .transform((value, ctx) => {
+      const cursor = decodeCursor(value);
+      if (!cursor) ctx.addIssue({ code: "custom", message: "is not a cursor this endpoint returned" });
+      return cursor ?? z.NEVER;
+    })
+    .optional()
+    .meta({ description: "The previous page's `next_cursor`; keep the other parameters the same" }),
+});
+
+export const listMessages = defineRoute({
+  auth: "api-key",
+  definition: createRoute({
+    method: "get",
+    path: "/api/v1/messages",
+    tags: ["Messages"],
+    summary: "List the organization's messages",
+    description: "Newest first (`created_at`, then `message_id`, descending), a page at a time.",
+    request: { query },
+    responses: {
+      200: {
+        description: "One page of records; `next_cursor` is null on the last page",
+        content: jsonContent(
+          z.object({
+            messages: z.array(messageRecord),
+            next_cursor: z.string().nullable().meta({ description: "Pass as `cursor` for the next page" }),
+          }),
+        ),
+      },
+      ...errorResponses(
+        { 400: "A bad filter, `limit` or `cursor`, or an unknown query parameter" },
+        API_KEY_ERRORS,
+        SERVER_ERRORS,
+      ),
+    },
+  }),
+  async handler(c, deps) {
+    const { status, channel, created_after, created_before, limit, cursor } = c.req.valid("query");
+    const page = await pageOfMessages(deps.db, c.get("organization").id, {
+      status,
+      channel,
+      createdAfter: created_after,
+      createdBefore: created_before,
+      limit,
+      after: cursor,
+    });
+    return c.json(
+      {
+        messages: page.rows.map(toMessageRecord),
+        next_cursor: page.nextCursor && encodeCursor(page.nextCursor),
+      },
+      200,
+    );
+  },
+});

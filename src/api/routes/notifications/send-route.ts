@@ -1,0 +1,148 @@
+import { hash } from "node:crypto";
+import { createRoute } from "@hono/zod-openapi";
+import { z } from "zod";
+import type { NotificationType } from "../../../domain/priority.js";
+import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
+import { ApiError } from "../../errors.js";
+import {
+  API_KEY_ERRORS,
+  errorResponses,
+  JSON_BODY_ERRORS,
+  jsonContent,
+  SERVER_ERRORS,
+} from "../../openapi.js";
+import type { AppContext, AppDeps } from "../../types.js";
+import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/common-schemas.js";
+
+/**
+ * What every send endpoint shares: the request's top level around its channel's `payload`, the
+ * OpenAPI definition, and the answer (dry run, idempotent replay, 202). Each channel's route file
+ * holds only its payload schema and how that payload becomes the message's content.
+ */
+
+/** A send request's body: the channel's `payload`, then the fields every channel has. */
+export function sendBody<P extends z.ZodType>(payload: P) {
+  return z.strictObject({
+    payload,
+    retry_enabled: z.boolean({ error: "must be true or false" }).default(true),
+    notification_type: notificationType.optional(),
+  });
+}
+
+/** The `payload` object's own error for a missing or non-object value. */
+export const payloadObjectError = {
+  error: (issue: { code: string; input?: unknown }) =>
+    issue.code === "invalid_type"
+      ? issue.input === undefined
+        ? "is required"
+        : "must be an object"
+      : undefined,
+};
+
+export function sendRouteDefinition<B extends z.ZodType>(options: {
+  path: string;
+  summary: string;
+  description: string;
+  body: B;
+  acceptedMessage: string;
+}) {
+  return createRoute({
+    method: "post",
+    path: options.path,
+    tags: ["Notifications"],
+    summary: options.summary,
+    description:
+      `${options.description} The 202 is sent once the message's accepted event is committed; a worker ` +
+      "then delivers it, retrying transient failures. The tier (`payload.priority` of the record) comes " +
+      "from `notification_type`.",
+    request: {
+      query: z.object({ dry_run: dryRunQuery }),
+      headers: z.object({ "Idempotency-Key": idempotencyKeyHeader }),
+      body: { required: true, content: jsonContent(options.body) },
+    },
+    responses: {
+      202: {
+        description: "Accepted (or, for a repeated `Idempotency-Key` and body, the first 202 replayed)",
+        headers: {
+          "Idempotent-Replayed": {
+            description: "`true` when this is the replay of an earlier request's 202",
+            schema: { type: "string", enum: ["true"] },
+          },
+        },
+        content: jsonContent(
+          z.object({
+            message: z.literal(options.acceptedMessage),
+            request_id: z
+              .uuid()
+              .meta({ description: "The message id: read it at /api/v1/messages/{message_id}" }),
+          }),
+        ),
+      },
+      200: {
+        description: "`?dry_run=true`: the request is valid; nothing was stored or sent",
+        content: jsonContent(z.object({ message: z.string() })),
+      },
+      ...errorResponses(
+        {
+          400: "Malformed JSON, a field that breaks the schema, an unknown field (named), a bad `dry_run` or `Idempotency-Key`",
+        },
+        API_KEY_ERRORS,
+        JSON_BODY_ERRORS,
+        { 422: "`Idempotency-Key` already used with a different body" },
+        {
+          429: "Over the organization's send rate (`SEND_RATE_LIMIT` a second when set, all channels together); retry after `Retry-After` seconds",
+        },
+        SERVER_ERRORS,
+      ),
+    },
+  });
+}
+
+export interface SendRequest {
+  /** "SMS", "Email", "Push": the start of the answers' `message`. */
+  label: string;
+  dryRun: boolean;
+  idempotencyKey: string | undefined;
+  content: ChannelContent;
+  retryEnabled: boolean;
+  notificationType: NotificationType | undefined;
+}
+
+/**
+ * What the message will be, defaults applied, hashed: the same key with the same hash replays.
+ * (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change.)
+ */
+function requestHash({ content, retryEnabled, notificationType }: SendRequest): string {
+  return hash(
+    "sha256",
+    JSON.stringify(Object.assign({}, content, { retryEnabled, notificationType })),
+    "hex",
+  );
+}
+
+/** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
+export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
+  const { label, content, retryEnabled, notificationType } = request;
+  if (request.dryRun)
+    return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
+
+  const result = await acceptMessage(deps, {
+    organization: c.get("organization"),
+    content,
+    retryEnabled,
+    notificationType,
+    idempotency: request.idempotencyKey
+      ? { key: request.idempotencyKey, requestHash: requestHash(request) }
+      : undefined,
+  });
+  const accepted = `${label} notification accepted`;
+  switch (result.outcome) {
+    case "accepted":
+      return c.json({ message: accepted, request_id: result.messageId }, 202);
+    case "replayed":
+      c.header("Idempotent-Replayed", "true");
+      return c.json({ message: accepted, request_id: result.messageId }, 202);
+    case "idempotency_conflict":
+      throw new ApiError(422, "Idempotency-Key was already used with a different request body");
+  }
+}

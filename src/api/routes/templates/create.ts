@@ -1,0 +1,55 @@
+import { createRoute } from "@hono/zod-openapi";
+import { z } from "zod";
+import {
+  MAX_TEMPLATE_BODY_BYTES,
+  templateCode,
+  templateName,
+  templateRecord,
+  templateText,
+  toTemplateRecord,
+} from "../../../channels/email/templates/schemas.js";
+import * as templateStore from "../../../channels/email/templates/store.js";
+import { ApiError } from "../../errors.js";
+import { parseJsonBody } from "../../json-body.js";
+import { API_KEY_ERRORS, errorResponses, jsonBodyErrors, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { defineRoute } from "../../types.js";
+
+const body = z.strictObject({ name: templateName, code: templateCode, text: templateText });
+
+export const createTemplate = defineRoute({
+  auth: "api-key",
+  maxBodyBytes: MAX_TEMPLATE_BODY_BYTES,
+  definition: createRoute({
+    method: "post",
+    path: "/api/v1/templates",
+    tags: ["Templates"],
+    summary: "Create an e-mail template",
+    description:
+      "Stores HTML with `mc:edit` regions and merge tags, as written; it is rendered when an e-mail naming it " +
+      "(`template_name`) is delivered. The name is unique within the organization and cannot change.",
+    request: { body: { required: true, content: jsonContent(body) } },
+    responses: {
+      201: { description: "The template as stored", content: jsonContent(templateRecord) },
+      ...errorResponses(
+        {
+          400: "Malformed JSON, a field that breaks the schema (a bad `name`, an empty or oversized `code` or `text`), or an unknown field (named)",
+        },
+        API_KEY_ERRORS,
+        { 409: "The organization already has a template of that name" },
+        jsonBodyErrors(MAX_TEMPLATE_BODY_BYTES),
+        SERVER_ERRORS,
+      ),
+    },
+  }),
+  async handler(c, deps) {
+    const { name, code, text } = await parseJsonBody(c, body);
+    const created = await templateStore.createTemplate(
+      deps.db,
+      c.get("organization").id,
+      { name, code, text: text ?? null },
+      deps.now(),
+    );
+    if (!created) throw new ApiError(409, `A template named "${name}" already exists`);
+    return c.json(toTemplateRecord(created), 201);
+  },
+});

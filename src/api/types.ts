@@ -1,0 +1,61 @@
+import type { RouteConfig } from "@hono/zod-openapi";
+import type { Queue } from "bullmq";
+import type { Context } from "hono";
+import type { z } from "zod";
+import type { Database } from "../../db/client.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Config } from "../runtime/config.js";
+import type { Logger } from "../runtime/logger.js";
+import type { DeliveryJobData } from "../store/delivery-queue.js";
+import type { KeyOwner } from "../store/organizations.js";
+
+/** Everything the web API needs from the outside; built by `server.ts`, or by tests. */
+export interface AppDeps {
+  config: Config;
+  db: Database;
+  queue: Queue<DeliveryJobData>;
+  logger: Logger;
+  now: () => Date;
+  newId: () => string;
+  metrics: Metrics;
+}
+
+export type AppEnv = { Variables: { organization: KeyOwner; requestId: string } };
+export type AppContext = Context<AppEnv>;
+
+/** One endpoint: registered by `routes/index.ts` from a single list. */
+export interface Route<R extends RouteConfig = RouteConfig> {
+  /**
+   * The endpoint as the OpenAPI document shows it (`createRoute`): method, path, parameters, body
+   * and every response. Its parameter schemas validate requests before the handler runs.
+   */
+  definition: R;
+  /** `api-key`: `x-api-key` of an active organization; `onboarding`: the onboarding token, when set. */
+  auth: "api-key" | "onboarding";
+  /** `send`: the organization's send rate limit, checked right after authentication. */
+  rateLimit?: "send";
+  /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
+  maxBodyBytes?: number;
+  handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;
+}
+
+type Validated<S> = S extends z.ZodType ? z.output<S> : never;
+type RequestParts<R extends RouteConfig> = NonNullable<R["request"]>;
+
+/** A handler's context: `c.req.valid("param" | "query" | "header")` gives the validated values. */
+export type RouteContext<R extends RouteConfig> = Context<
+  AppEnv,
+  string,
+  {
+    out: {
+      param: Validated<RequestParts<R>["params"]>;
+      query: Validated<RequestParts<R>["query"]>;
+      header: Validated<RequestParts<R>["headers"]>;
+    };
+  }
+>;
+
+/** Types a route's handler from its definition. */
+export function defineRoute<R extends RouteConfig>(route: Route<R>): Route<R> {
+  return route;
+}

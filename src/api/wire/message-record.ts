@@ -1,0 +1,91 @@
+import { z } from "zod";
+import { CHANNELS, STATUSES } from "../../domain/message.js";
+import { PRIORITY_TIERS } from "../../domain/priority.js";
+import type { MessageRow } from "../../store/projection.js";
+
+const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
+
+/** The record's shape, for the OpenAPI document; {@link toMessageRecord} is typed by it. */
+export const messageRecord = z
+  .object({
+    message_id: z.uuid(),
+    channel: z.enum(CHANNELS),
+    status: z.enum(STATUSES),
+    delivery_time: timestamp
+      .nullable()
+      .meta({ description: "When the provider accepted it; null until then" }),
+    organization_id: z.uuid(),
+    product_id: z.string(),
+    receiver_id: z.string().meta({
+      description:
+        "The recipient: SMS the E.164 number; e-mail the `to` addresses, comma-separated; push the subscription's endpoint",
+    }),
+    sender_id: z.string().meta({
+      description: "SMS the sender id; e-mail `from_email`; push the VAPID subject (`VAPID_SUBJECT`)",
+    }),
+    retry_count: z.int().min(0),
+    created_at: timestamp,
+    updated_at: timestamp,
+    payload: z.object({
+      Organization_id: z.uuid(),
+      channel: z.enum(CHANNELS),
+      id: z.uuid(),
+      message: z.string().nullable().meta({
+        description: "SMS: the text; push: the notification's body; e-mail: null (the template is its body)",
+      }),
+      priority: z.enum(PRIORITY_TIERS),
+      product_id: z.string(),
+      recipient: z.string(),
+      retry_enabled: z.boolean(),
+      sender: z.string(),
+      retry_count: z.int().min(0),
+      subject: z
+        .string()
+        .nullable()
+        .meta({ description: "E-mail: the subject as sent (before merging); push: the title; SMS: null" }),
+      template_fields: z.record(z.string(), z.unknown()).nullable().meta({
+        description:
+          "E-mail: the request's `payload` (template_name, template_content, message); otherwise null",
+      }),
+    }),
+  })
+  .meta({
+    id: "MessageRecord",
+    description: "A message's record (spec section 2.5), field names as the spec",
+  });
+
+export type MessageRecord = z.input<typeof messageRecord>;
+
+/**
+ * The message record of spec section 2.5, field names exactly as the spec writes them
+ * (including `payload.Organization_id`). Every field is present; `null` where there is no value.
+ */
+export function toMessageRecord(row: MessageRow): MessageRecord {
+  return {
+    message_id: row.messageId,
+    channel: row.channel,
+    status: row.status,
+    delivery_time: row.deliveryTime?.toISOString() ?? null,
+    organization_id: row.organizationId,
+    product_id: row.productId,
+    receiver_id: row.recipient,
+    sender_id: row.sender,
+    retry_count: row.retryCount,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+    payload: {
+      Organization_id: row.organizationId,
+      channel: row.channel,
+      id: row.messageId,
+      message: row.body,
+      priority: row.priority,
+      product_id: row.productId,
+      recipient: row.recipient,
+      retry_enabled: row.retryEnabled,
+      sender: row.sender,
+      retry_count: row.retryCount,
+      subject: row.subject,
+      template_fields: (row.templateFields as Record<string, unknown> | null) ?? null,
+    },
+  };
+}

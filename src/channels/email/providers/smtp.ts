@@ -1,0 +1,217 @@
+import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Transporter } from "nodemailer";
+import nodemailer from "nodemailer";
+import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
+
+export interface SmtpEmailProviderOptions {
+  host: string;
+  port: number;
+  /** TLS from the first byte (SMTPS, usually port 465). */
+  secure: boolean;
+  /** Refuse to send unless the server upgrades the connection with STARTTLS (usually port 587). */
+  requireTls: boolean;
+  user?: string;
+  password?: string;
+  /** Applies to each wait on its own: connecting, the server's greeting, and any silence mid-session. */
+  timeoutMs: number;
+  /**
+   * Default true. False accepts any certificate: the connection is still encrypted, but a
+   * man in the middle goes unnoticed, so the config only chooses it when no credentials are sent
+   * and TLS is not required (opportunistic STARTTLS).
+   */
+  rejectUnauthorized?: boolean;
+  /** Keep connections open and reuse them across messages. */
+  pool: boolean;
+  /** With `pool`: most connections open at once (nodemailer's default is 5). */
+  maxConnections?: number;
+}
+
+const MAX_MESSAGE_LENGTH = 300;
+
+/**
+ * Sends over SMTP with nodemailer; one transport (pooled or not) per provider. Every answer is
+ * mapped onto a {@link DeliveryOutcome}, by nodemailer's structured fields and never by text:
+ * - any SMTP reply code 5xx is `permanent` (503 and 535 included), 4xx and anything else
+ *   `transient`; the code is "smtp_<reply code>";
+ * - with no reply: a connection that fails, drops or stays silent past `timeoutMs` is
+ *   `transient` ("network_error", "timeout"), as are TLS and local credential problems and any
+ *   error not recognised; an envelope or message nodemailer refuses to send is `permanent`.
+ *
+ * A message is a success once the server accepts it for at least one recipient: recipients it
+ * refused are dropped silently, as a mail server does with addresses it cannot deliver to after
+ * accepting a message.
+ */
+export class SmtpEmailProvider implements EmailProvider {
+  readonly name = "smtp";
+  readonly #transport: Transporter<SMTPSentMessageInfo>;
+  readonly #server: string;
+  readonly #timeoutMs: number;
+  /** Strings never allowed into an error message: the password and the AUTH lines that carry it. */
+  readonly #secrets: string[];
+
+  constructor(options: SmtpEmailProviderOptions) {
+    this.#server = `${options.host}:${options.port}`;
+    this.#timeoutMs = options.timeoutMs;
+    this.#secrets = secretsOf(options.user, options.password);
+    this.#transport = nodemailer.createTransport({
+      host: options.host,
+      port: options.port,
+      secure: options.secure,
+      requireTLS: options.requireTls,
+      tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
+      auth: options.user !== undefined ? { user: options.user, pass: options.password ?? "" } : undefined,
+      connectionTimeout: options.timeoutMs,
+      greetingTimeout: options.timeoutMs,
+      socketTimeout: options.timeoutMs,
+      dnsTimeout: options.timeoutMs,
+      pool: options.pool,
+      ...(options.maxConnections !== undefined && { maxConnections: options.maxConnections }),
+      // One requeue covers a pooled connection the server closed just as it was picked up; more
+      // would multiply the time an attempt takes, and retrying is the worker's job.
+      maxRequeues: 1,
+      // Content is always given as strings; never let a value be read as a file path or URL.
+      disableFileAccess: true,
+      disableUrlAccess: true,
+    });
+    // Every failure reaches us through sendMail; without a listener an 'error' event the
+    // transport emits on its own would crash the worker.
+    this.#transport.on("error", () => {});
+  }
+
+  async send(message: EmailMessage): Promise<DeliveryOutcome> {
+    try {
+      const info = await this.#transport.sendMail(mailOptions(message));
+      return { ok: true, provider: this.name, providerMessageId: providerMessageIdOf(info) };
+    } catch (err) {
+      return this.#failure(classify(err, this.#server, this.#timeoutMs));
+    }
+  }
+
+  /** Closes pooled connections once their message in flight, if any, is done. */
+  async close(): Promise<void> {
+    this.#transport.close();
+  }
+
+  #failure(error: DeliveryError): DeliveryOutcome {
+    return { ok: false, provider: this.name, error: { ...error, message: this.#clean(error.message) } };
+  }
+
+  /** Error messages end up in logs and the API; they must never carry the password. */
+  #clean(message: string): string {
+    const redacted = this.#secrets.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), message);
+    return redacted.length > MAX_MESSAGE_LENGTH ? `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : redacted;
+  }
+}
+
+/**
+ * The Message-ID is the same on every attempt of a message, so a receiver that already has it
+ * can drop the duplicate a retry causes when a server accepted a message but its reply was lost.
+ * bcc goes only into the envelope: nodemailer never writes a Bcc header.
+ */
+function mailOptions(message: EmailMessage): SendMailOptions {
+  return {
+    from: address(message.from),
+    to: message.to.map(address),
+    cc: message.cc.map(address),
+    bcc: message.bcc.map(address),
+    subject: message.subject,
+    html: message.html,
+    text: message.text,
+    messageId: `<${message.messageId}@${domainOf(message.from.email)}>`,
+    headers: { "X-Notification-Id": message.messageId },
+  };
+}
+
+function address(a: EmailAddress): Address {
+  return a.name ? { name: a.name, address: a.email } : { address: a.email };
+}
+
+function domainOf(email: string): string {
+  const at = email.lastIndexOf("@");
+  const domain =
+    at >= 0
+      ? email
+          .slice(at + 1)
+          .trim()
+          .toLowerCase()
+      : "";
+  return domain || "localhost";
+}
+
+/**
+ * Postfix and SendGrid answer "250 2.0.0 Ok: queued as 4XyZ…", Exim "250 OK id=1tq0Xx-…";
+ * that queue id is what the server's logs and bounces refer to.
+ */
+const QUEUE_ID = /\b(?:queued as|id=)\s*([A-Za-z0-9][A-Za-z0-9._-]*)/i;
+
+function providerMessageIdOf(info: SMTPSentMessageInfo): string {
+  return QUEUE_ID.exec(info.response ?? "")?.[1] ?? info.serverMessageId ?? info.messageId;
+}
+
+/** Codes of a connection that failed, dropped or could not be opened. */
+const NETWORK_CODES = new Set(["ECONNECTION", "ESOCKET", "EDNS", "EPROXY"]);
+
+const TIMEOUT_WAITS: Record<string, string> = {
+  CONNECT_TIMEOUT: "to connect",
+  GREETING_TIMEOUT: "for the greeting",
+  UPGRADE_TIMEOUT: "for the TLS upgrade",
+  SOCKET_TIMEOUT: "for a reply",
+};
+
+function classify(err: unknown, server: string, timeoutMs: number): DeliveryError {
+  if (!(err instanceof Error)) {
+    return { class: "transient", code: "smtp_error", message: `SMTP send failed: ${String(err)}` };
+  }
+  const e: NodemailerError = err;
+  if (typeof e.responseCode === "number") {
+    const reply = e.response?.trim() || String(e.responseCode);
+    // RFC 5321 §4.2.1: 5yz is a permanent negative reply; 4yz (and an unexpected 2yz or 3yz)
+    // says the same message may go through later.
+    const permanent = e.responseCode >= 500 && e.responseCode <= 599;
+    return {
+      class: permanent ? "permanent" : "transient",
+      code: `smtp_${e.responseCode}`,
+      message: `SMTP server ${server} answered ${e.command ?? "the session"} with: ${reply}`,
+    };
+  }
+
+  const code = typeof e.code === "string" ? e.code : undefined;
+  const detail = `${[code, e.originalCode].filter(Boolean).join("/")}: ${e.message.trim()}`;
+  if (code === "ETIMEDOUT") {
+    const wait = (e.timeoutType && TIMEOUT_WAITS[e.timeoutType]) ?? "";
+    return {
+      class: "transient",
+      code: "timeout",
+      message: `SMTP server ${server} did not answer within ${timeoutMs} ms${wait ? ` (waiting ${wait})` : ""}`,
+    };
+  }
+  if (code !== undefined && NETWORK_CODES.has(code)) {
+    return {
+      class: "transient",
+      code: "network_error",
+      message: `Could not reach SMTP server ${server}: ${detail}`,
+    };
+  }
+  if (code === "ETLS" || code === "EREQUIRETLS") {
+    return {
+      class: "transient",
+      code: "tls_error",
+      message: `TLS with SMTP server ${server} failed: ${detail}`,
+    };
+  }
+  // Refused by nodemailer before the server saw it (no recipients, an unusable address, an
+  // oversized message): the same message fails the same way every time.
+  if (code === "EENVELOPE" || code === "EMESSAGE") {
+    return { class: "permanent", code: "invalid_message", message: `SMTP message not sendable: ${detail}` };
+  }
+  // Missing credentials and anything unrecognised: a configuration fix or a new connection may
+  // well cure it, so it is retried rather than failed for good.
+  return { class: "transient", code: "smtp_error", message: `SMTP send to ${server} failed: ${detail}` };
+}
+
+/** The password, and how AUTH PLAIN and AUTH LOGIN put it on the wire. */
+function secretsOf(user: string | undefined, password: string | undefined): string[] {
+  if (!password) return [];
+  const base64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
+  return [password, base64(password), base64(`\u0000${user ?? ""}\u0000${password}`)];
+}

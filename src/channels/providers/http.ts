@@ -1,0 +1,37 @@
+import type { DeliveryError } from "../../domain/delivery-outcome.js";
+
+/** What the providers that speak HTTP through `fetch` (Twilio, Web Push) share. */
+
+/** `Retry-After` is either delay-seconds or an HTTP date (RFC 9110 §10.2.3). */
+export function parseRetryAfter(header: string | null, now: number = Date.now()): number | undefined {
+  if (header === null) return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // Date.parse accepts bare numbers such as "-5" as years; an HTTP date always names a month.
+  if (!/[a-z]/i.test(value)) return undefined;
+  const date = Date.parse(value);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+/**
+ * A `fetch` that threw: its time-out (the AbortSignal's) or a network failure, both transient.
+ * `who` names the other side, e.g. "Twilio" or "push service fcm.googleapis.com".
+ */
+export function classifyFetchError(err: unknown, who: string, timeoutMs: number): DeliveryError {
+  if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
+    return { class: "transient", code: "timeout", message: `No answer from ${who} within ${timeoutMs} ms` };
+  }
+  return { class: "transient", code: "network_error", message: `Could not reach ${who}: ${describe(err)}` };
+}
+
+/** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause: unknown = err.cause;
+  if (cause instanceof Error) {
+    const code = "code" in cause && typeof cause.code === "string" ? cause.code : undefined;
+    return cause.message || code || err.message;
+  }
+  return err.message;
+}

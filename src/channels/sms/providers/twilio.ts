@@ -1,0 +1,142 @@
+import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import { classifyFetchError, parseRetryAfter } from "../../providers/http.js";
+import type { SmsMessage, SmsProvider } from "./provider.js";
+
+export interface TwilioSmsProviderOptions {
+  accountSid: string;
+  authToken: string;
+  /** e.g. "https://api.twilio.com"; a trailing slash is tolerated. */
+  baseUrl: string;
+  /** Covers the whole exchange, response body included. */
+  timeoutMs: number;
+  /** Injected for tests; defaults to the global `fetch`. */
+  fetch?: typeof fetch;
+}
+
+/**
+ * Twilio error codes that mean this recipient can never be reached: 21211 invalid "To" number,
+ * 21614 not a mobile number, 21610 recipient replied STOP.
+ */
+const REJECTED_CODES = new Set([21211, 21614, 21610]);
+
+const MAX_MESSAGE_LENGTH = 300;
+
+/**
+ * Sends through Twilio's Messages REST API. Every answer is mapped onto a
+ * {@link DeliveryOutcome}; see DESIGN.md §6 for the classification.
+ */
+export class TwilioSmsProvider implements SmsProvider {
+  readonly name = "twilio";
+  readonly #url: string;
+  readonly #authorization: string;
+  /** Strings never allowed into an error message: the token and the header that carries it. */
+  readonly #secrets: string[];
+  readonly #timeoutMs: number;
+  readonly #fetch: typeof fetch;
+
+  constructor(options: TwilioSmsProviderOptions) {
+    const base = options.baseUrl.replace(/\/+$/, "");
+    this.#url = `${base}/2010-04-01/Accounts/${encodeURIComponent(options.accountSid)}/Messages.json`;
+    const credentials = Buffer.from(`${options.accountSid}:${options.authToken}`).toString("base64");
+    this.#authorization = `Basic ${credentials}`;
+    this.#secrets = options.authToken ? [options.authToken, credentials] : [];
+    this.#timeoutMs = options.timeoutMs;
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  async send(message: SmsMessage): Promise<DeliveryOutcome> {
+    try {
+      return await this.#send(message);
+    } catch (err) {
+      return this.#failure(classifyFetchError(err, "Twilio", this.#timeoutMs));
+    }
+  }
+
+  async #send(message: SmsMessage): Promise<DeliveryOutcome> {
+    const response = await this.#fetch(this.#url, {
+      method: "POST",
+      headers: {
+        Authorization: this.#authorization,
+        "Content-Type": "application/x-www-form-urlencoded",
+        Accept: "application/json",
+      },
+      body: new URLSearchParams({ To: message.to, From: message.from, Body: message.body }),
+      // A redirect would mean a misconfigured base URL; following it could resend the
+      // credentials to another host, so it is reported instead.
+      redirect: "manual",
+      signal: AbortSignal.timeout(this.#timeoutMs),
+    });
+    // Read inside the same time-out: a provider that sends headers then stalls is still stalled.
+    const text = await response.text();
+
+    if (response.ok) {
+      const sid = sidOf(text);
+      if (sid) return { ok: true, provider: this.name, providerMessageId: sid };
+      // Twilio said yes but we cannot tell which message it made; retrying risks a duplicate,
+      // dropping risks a loss, and a duplicate is the lesser harm.
+      return this.#failure({
+        class: "transient",
+        code: "bad_response",
+        message: `Twilio answered HTTP ${response.status} without a message sid`,
+      });
+    }
+    return this.#failure(classifyErrorResponse(response, text));
+  }
+
+  #failure(error: DeliveryError): DeliveryOutcome {
+    return { ok: false, provider: this.name, error: { ...error, message: this.#clean(error.message) } };
+  }
+
+  /** Error messages end up in logs and the API; they must never carry the secret. */
+  #clean(message: string): string {
+    const redacted = this.#secrets.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), message);
+    return redacted.length > MAX_MESSAGE_LENGTH ? `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : redacted;
+  }
+}
+
+interface TwilioErrorBody {
+  code?: number;
+  message?: string;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function sidOf(text: string): string | undefined {
+  const body = parseJson(text);
+  if (typeof body !== "object" || body === null || !("sid" in body)) return undefined;
+  return typeof body.sid === "string" && body.sid !== "" ? body.sid : undefined;
+}
+
+function twilioError(text: string): TwilioErrorBody {
+  const body = parseJson(text);
+  if (typeof body !== "object" || body === null) return {};
+  const result: TwilioErrorBody = {};
+  if ("code" in body && typeof body.code === "number") result.code = body.code;
+  if ("message" in body && typeof body.message === "string" && body.message.trim() !== "") {
+    result.message = body.message.trim();
+  }
+  return result;
+}
+
+function classifyErrorResponse(response: Response, text: string): DeliveryError {
+  const status = response.status;
+  const twilio = twilioError(text);
+  const code = twilio.code !== undefined ? String(twilio.code) : `http_${status}`;
+  const message = `Twilio HTTP ${status}${twilio.message ? `: ${twilio.message}` : ""}`;
+
+  if (twilio.code !== undefined && REJECTED_CODES.has(twilio.code)) {
+    return { class: "rejected", code, message };
+  }
+  if (status === 429) {
+    const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
+    return { class: "transient", code, message, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+  }
+  if (status >= 500) return { class: "transient", code, message };
+  return { class: "permanent", code, message };
+}

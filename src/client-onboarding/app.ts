@@ -1,0 +1,41 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { errorResponse, handleError } from "../api/errors.js";
+import { MAX_BODY_BYTES } from "../api/json-body.js";
+import { requestId } from "../api/middleware/request-id.js";
+import { openapiRoute, serveDocs, validationHook } from "../api/openapi.js";
+import { onboardClient, onboardRoute } from "./onboard.js";
+import { rateLimitByClient } from "./rate-limit.js";
+import type { EncryptionDeps, EncryptionEnv } from "./types.js";
+
+/** Builds the client-onboarding service. No I/O happens here: connections come in through `deps`. */
+export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
+  const app = new OpenAPIHono<EncryptionEnv>({ defaultHook: validationHook });
+
+  app.use(requestId());
+  app.use(
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) => errorResponse(c, 413, `Request body must be at most ${MAX_BODY_BYTES / 1024} KiB`),
+    }),
+  );
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  const rateLimit = rateLimitByClient({
+    limit: deps.config.ONBOARD_RATE_LIMIT,
+    windowMs: deps.config.ONBOARD_RATE_WINDOW_MS,
+    clientKey: deps.clientIp,
+  });
+  openapiRoute(app, onboardRoute, [rateLimit], (c) => onboardClient(c, deps));
+  serveDocs(app, {
+    title: "Encryption service",
+    description:
+      'Client onboarding: register an app and get its API key. Every error is JSON `{ "error": "…" }`.',
+  });
+
+  app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
+  app.onError(handleError(deps.logger));
+  return app;
+}

@@ -1,0 +1,35 @@
+import { serve } from "@hono/node-server";
+import { createDatabase } from "../../db/client.js";
+import { onShutdown, runProcess } from "../runtime/lifecycle.js";
+import { createLogger } from "../runtime/logger.js";
+import { createEncryptionApp } from "./app.js";
+import { clientIpResolver } from "./client-ip.js";
+import { loadEncryptionConfig } from "./config.js";
+
+function main(): void {
+  const config = loadEncryptionConfig();
+  const logger = createLogger({ level: config.LOG_LEVEL, name: "encryption" });
+  const { db, sql } = createDatabase({
+    url: config.DATABASE_URL,
+    poolSize: config.DATABASE_POOL_SIZE,
+    connectTimeoutSeconds: 2,
+  });
+
+  const app = createEncryptionApp({
+    config,
+    db,
+    logger,
+    now: () => new Date(),
+    clientIp: clientIpResolver(config.TRUST_PROXY),
+  });
+  const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
+    logger.info({ port: info.port }, `encryption service listening on http://127.0.0.1:${info.port}`);
+  });
+
+  onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await sql.end({ timeout: 5 });
+  });
+}
+
+runProcess(main);

@@ -1,0 +1,216 @@
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  type EmailTemplateSource,
+  type RenderInput,
+  renderEmail,
+  TemplateRenderError,
+} from "../../../src/channels/email/templates/render.js";
+import { RENDER_HEAP_MB, RenderSandbox } from "../../../src/channels/email/templates/sandbox.js";
+import type { EmailTemplateFields, MergeLanguage } from "../../../src/domain/channel-content.js";
+
+type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];
+
+function fields(options: { language?: MergeLanguage; vars?: MergeVars; name?: string } = {}): RenderInput {
+  return {
+    template_name: options.name ?? "sandboxed",
+    template_content: [],
+    message: {
+      subject: "Hello",
+      merge_language: options.language ?? "handlebars",
+      global_merge_vars: options.vars ?? [],
+    },
+  };
+}
+
+async function renderFailure(rendering: Promise<unknown>): Promise<TemplateRenderError> {
+  try {
+    await rendering;
+  } catch (err) {
+    if (err instanceof TemplateRenderError) return err;
+    throw err;
+  }
+  throw new Error("expected a TemplateRenderError");
+}
+
+const ORDINARY: EmailTemplateSource = { code: "<p>Hello {{name}}</p>", text: null };
+const ordinary = (name: string) => fields({ vars: [{ name: "name", content: name }] });
+
+/** `{{#each}}` over 200 items nested six deep: 200^6 iterations, days of CPU. */
+const ENDLESS: EmailTemplateSource = {
+  code: `${"{{#each @root.x}}".repeat(6)}${"{{/each}}".repeat(6)}`,
+  text: null,
+};
+const endless = fields({
+  name: "endless",
+  vars: [{ name: "x", content: Array.from({ length: 200 }, () => 0) }],
+});
+
+/** 10,000 expressions: Handlebars needs ~250 MB to compile them (measured in-process). */
+const GREEDY: EmailTemplateSource = { code: "{{x}}".repeat(10_000), text: null };
+
+const sandboxes: RenderSandbox[] = [];
+function sandbox(options?: ConstructorParameters<typeof RenderSandbox>[0]): RenderSandbox {
+  const created = new RenderSandbox(options);
+  sandboxes.push(created);
+  return created;
+}
+afterAll(() => Promise.all(sandboxes.map((s) => s.close())));
+
+describe("RenderSandbox: ordinary renders", () => {
+  const cases: Array<[string, EmailTemplateSource, RenderInput]> = [
+    [
+      "mailchimp tags, regions and a derived text part",
+      {
+        code: '<!doctype html><h1 mc:edit="header">Default</h1><p>Hi *|FNAME|*, plan *|PLAN|*</p><!--[if mso]>x<![endif]-->',
+        text: null,
+      },
+      {
+        ...fields({
+          language: "mailchimp",
+          vars: [
+            { name: "FNAME", content: "Ada" },
+            { name: "plan", content: "<Pro>" },
+          ],
+        }),
+        template_content: [{ name: "header", content: "<em>Hi *|FNAME|*</em>" }],
+      },
+    ],
+    [
+      "handlebars objects, arrays and the template's own text part",
+      {
+        code: "<ul>{{#each items}}<li>{{title}}</li>{{/each}}</ul>{{{sig}}}",
+        text: "{{#each items}}- {{title}}\n{{/each}}",
+      },
+      fields({
+        vars: [
+          { name: "items", content: [{ title: "First & best" }, { title: "Second" }] },
+          { name: "sig", content: "<b>The team</b>" },
+        ],
+      }),
+    ],
+  ];
+
+  it.each(cases)("%s: exactly what renderEmail gives in-process", async (_, template, input) => {
+    expect(await sandbox().render(template, input)).toEqual(renderEmail(template, input));
+  });
+
+  it("a template error is the same TemplateRenderError as in-process", async () => {
+    const broken = { code: "<p>{{#if ok}}unclosed</p>", text: null };
+    const err = await renderFailure(sandbox().render(broken, fields()));
+    expect(err.part).toBe("html");
+    expect(err.message).toBe(
+      (() => {
+        try {
+          renderEmail(broken, fields());
+        } catch (inProcess) {
+          return (inProcess as Error).message;
+        }
+      })(),
+    );
+  });
+
+  it("markup nested 40,000 deep fails as a TemplateRenderError, not a RangeError", async () => {
+    const deep = { code: `${"<div>".repeat(40_000)}${"</div>".repeat(40_000)}`, text: null };
+    const err = await renderFailure(sandbox().render(deep, fields()));
+    expect(err.message).toMatch(
+      /^Template "sandboxed": the text version could not be derived from the HTML: /,
+    );
+  });
+
+  it("only what the renderer reads crosses to the thread: a stored template's other columns are ignored", async () => {
+    const stored = { ...ORDINARY, name: "welcome", createdAt: new Date(), render: () => "not cloneable" };
+    expect(await sandbox().render(stored, ordinary("Ada"))).toMatchObject({ html: "<p>Hello Ada</p>" });
+  });
+});
+
+describe("RenderSandbox: limits", () => {
+  it("a render past the deadline fails as a TemplateRenderError; renders queued behind it finish on a new thread", async () => {
+    const s = sandbox({ deadlineMs: 500 });
+    await s.render(ORDINARY, ordinary("warm")); // the thread's start-up is not part of any deadline
+    const started = Date.now();
+    const [slow, next, last] = await Promise.allSettled([
+      s.render(ENDLESS, endless),
+      s.render(ORDINARY, ordinary("Ada")),
+      s.render(ORDINARY, ordinary("Bob")),
+    ]);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(slow.status === "rejected" && slow.reason).toBeInstanceOf(TemplateRenderError);
+    expect(slow.status === "rejected" && (slow.reason as TemplateRenderError).message).toBe(
+      'Template "endless": rendering took longer than the limit of 500 ms',
+    );
+    expect(slow.status === "rejected" && (slow.reason as TemplateRenderError).part).toBeNull();
+    expect(next).toMatchObject({ status: "fulfilled", value: { html: "<p>Hello Ada</p>" } });
+    expect(last).toMatchObject({ status: "fulfilled", value: { html: "<p>Hello Bob</p>" } });
+    expect(s.stats).toMatchObject({ renders: 4, timeouts: 1, threadsStarted: 2 });
+  });
+
+  it("the caller's event loop stays free while a render runs", async () => {
+    const s = sandbox({ deadlineMs: 1000 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    let ticks = 0;
+    const ticking = setInterval(() => ticks++, 20);
+    await renderFailure(s.render(ENDLESS, endless));
+    clearInterval(ticking);
+    delay.disable();
+    expect(ticks).toBeGreaterThan(20); // ~50 in the second the render ran
+    expect(delay.max / 1e6).toBeLessThan(200);
+  });
+
+  it(`a render that needs more than ${RENDER_HEAP_MB} MB fails as a TemplateRenderError; only its thread dies, and the next render succeeds`, async () => {
+    // A deadline long enough that only the heap limit can end this render.
+    const s = sandbox({ deadlineMs: 60_000 });
+    const err = await renderFailure(
+      s.render(GREEDY, fields({ name: "greedy", vars: [{ name: "x", content: "a" }] })),
+    );
+    expect(err.message).toBe(
+      `Template "greedy": rendering needed more memory than the limit of ${RENDER_HEAP_MB} MB`,
+    );
+    expect(err.part).toBeNull();
+    expect(await s.render(ORDINARY, ordinary("Ada"))).toEqual(renderEmail(ORDINARY, ordinary("Ada")));
+    expect(s.stats).toMatchObject({ renders: 2, outOfMemory: 1, timeouts: 0, threadsStarted: 2 });
+  });
+});
+
+describe("RenderSandbox: threads", () => {
+  it("starts no thread until the first render, and one for many renders", async () => {
+    const s = sandbox();
+    expect(s.stats.threadsStarted).toBe(0);
+    await Promise.all(["a", "b", "c"].map((name) => s.render(ORDINARY, ordinary(name))));
+    expect(s.stats).toMatchObject({ threadsStarted: 1, renders: 3 });
+  });
+
+  it("close waits for the renders asked for, and a render asked for afterwards still runs", async () => {
+    const s = sandbox({ deadlineMs: 300 });
+    await s.render(ORDINARY, ordinary("warm"));
+    let slowSettled = false;
+    const slow = s.render(ENDLESS, endless).catch((error: unknown) => {
+      slowSettled = true;
+      return error;
+    });
+    await s.close();
+    expect(slowSettled).toBe(true);
+    expect(await slow).toBeInstanceOf(TemplateRenderError);
+    expect(await s.render(ORDINARY, ordinary("late"))).toMatchObject({ html: "<p>Hello late</p>" });
+    // The first; none replaces it until asked; then one for the late render, ended with it.
+    expect(s.stats.threadsStarted).toBe(2);
+  });
+
+  it("works from the compiled build (dist/), as the Procfile runs it", async () => {
+    const url = new URL("../../../dist/src/channels/email/templates/sandbox.js", import.meta.url).href;
+    const compiled = (await import(url)) as typeof import("../../../src/channels/email/templates/sandbox.js");
+    const s = new compiled.RenderSandbox({ deadlineMs: 500 });
+    try {
+      expect(await s.render(ORDINARY, ordinary("Ada"))).toEqual(renderEmail(ORDINARY, ordinary("Ada")));
+      const err = await s.render(ENDLESS, endless).catch((error: Error) => error);
+      expect(err).toMatchObject({
+        name: "TemplateRenderError",
+        message: expect.stringMatching(/took longer/),
+      });
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
+
+const production = {
+  NODE_ENV: "production",
+  SMS_PROVIDER: "simulator",
+  EMAIL_PROVIDER: "simulator",
+  PUSH_PROVIDER: "simulator",
+};
+
+function problems(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error("the configuration was accepted");
+}
+
+describe("loadConfig: channels and their providers", () => {
+  it("defaults every channel to its simulator outside production", () => {
+    expect(loadConfig({})).toMatchObject({
+      SMS_PROVIDER: "simulator",
+      EMAIL_PROVIDER: "simulator",
+      PUSH_PROVIDER: "simulator",
+      VAPID_SUBJECT: "mailto:notifications@localhost",
+    });
+  });
+
+  it("makes each channel's provider a choice in production, naming every missing one", () => {
+    const message = problems({ NODE_ENV: "production" });
+    expect(message).toMatch(/SMS_PROVIDER: required when NODE_ENV=production/);
+    expect(message).toMatch(/EMAIL_PROVIDER: required when NODE_ENV=production \(simulator or smtp\)/);
+    expect(message).toMatch(/PUSH_PROVIDER: required when NODE_ENV=production \(simulator or webpush\)/);
+    expect(loadConfig(production).EMAIL_PROVIDER).toBe("simulator");
+  });
+
+  it("refuses smtp without a host, and a user without a password", () => {
+    expect(problems({ EMAIL_PROVIDER: "smtp" })).toMatch(/SMTP_HOST: required when EMAIL_PROVIDER=smtp/);
+    expect(problems({ EMAIL_PROVIDER: "smtp", SMTP_HOST: "mail", SMTP_USER: "u" })).toMatch(
+      /SMTP_USER \/ SMTP_PASSWORD: set both or neither/,
+    );
+  });
+
+  it("refuses webpush without both VAPID keys, and a VAPID subject that is not mailto: or https:", () => {
+    expect(problems({ PUSH_PROVIDER: "webpush", VAPID_PUBLIC_KEY: "k" })).toMatch(
+      /VAPID_PUBLIC_KEY \/ VAPID_PRIVATE_KEY: required when PUSH_PROVIDER=webpush/,
+    );
+    expect(problems({ VAPID_SUBJECT: "ops@example.com" })).toMatch(
+      /VAPID_SUBJECT: must be a mailto: or https: URL/,
+    );
+    expect(loadConfig({ VAPID_SUBJECT: "https://example.com/contact" }).VAPID_SUBJECT).toBe(
+      "https://example.com/contact",
+    );
+  });
+
+  it("allows any push endpoint host outside production, the browsers' push services in production", () => {
+    expect(loadConfig({}).PUSH_ENDPOINT_HOSTS).toBeNull();
+    expect(loadConfig(production).PUSH_ENDPOINT_HOSTS).toEqual(BROWSER_PUSH_SERVICES);
+    expect(
+      loadConfig({
+        ...production,
+        PUSH_ENDPOINT_HOSTS: " push.example.com, *.Push.Example.net,127.0.0.1:4000",
+      }).PUSH_ENDPOINT_HOSTS,
+    ).toEqual(["push.example.com", "*.push.example.net", "127.0.0.1:4000"]);
+    expect(problems({ PUSH_ENDPOINT_HOSTS: "https://push.example.com/" })).toMatch(
+      /PUSH_ENDPOINT_HOSTS: must be host names/,
+    );
+  });
+
+  it.each([
+    [{}, false],
+    [{ SMTP_USER: "u", SMTP_PASSWORD: "p" }, true],
+    [{ SMTP_REQUIRE_TLS: "true" }, true],
+    [{ SMTP_SECURE: "true" }, true],
+    [{ SMTP_USER: "u", SMTP_PASSWORD: "p", SMTP_TLS_REJECT_UNAUTHORIZED: "false" }, false],
+    [{ SMTP_TLS_REJECT_UNAUTHORIZED: "true" }, true],
+  ])("verifies the SMTP certificate whenever it matters: %j -> %s", (env, verified) => {
+    expect(
+      loadConfig({ EMAIL_PROVIDER: "smtp", SMTP_HOST: "mail", ...env }).SMTP_TLS_REJECT_UNAUTHORIZED,
+    ).toBe(verified);
+  });
+});

@@ -1,0 +1,140 @@
+import type { Queue } from "bullmq";
+import type { Database } from "../db/client.js";
+import { driverOf } from "../db/driver.js";
+import type { Logger } from "../src/runtime/logger.js";
+import { type DeliveryJobData, deliveryJobOptions } from "../src/store/delivery-queue.js";
+
+export interface OutboxRelayDeps {
+  db: Database;
+  queue: Queue<DeliveryJobData>;
+  logger: Logger;
+  /** Most rows moved per transaction (one addBulk). */
+  batchSize?: number;
+  /** Pause between polls while the outbox is empty. */
+  idleMs?: number;
+  /** Past this an addBulk counts as failed and the rows stay (a patient Redis client would wait forever). */
+  addTimeoutMs?: number;
+  /** Only rows of this BullMQ priority or more urgent (1 = critical); default: every row. */
+  maxPriority?: number;
+}
+
+const DEFAULT_BATCH_SIZE = 200;
+const DEFAULT_IDLE_MS = 20;
+const DEFAULT_ADD_TIMEOUT_MS = 5000;
+const MAX_ERROR_BACKOFF_MS = 5000;
+const LEAST_URGENT = 32767;
+/** The BullMQ priority of the critical tier, which gets a relay lane of its own. */
+const CRITICAL = 1;
+
+/**
+ * Moves up to `batchSize` rows of this queue's outbox into BullMQ, most urgent first: takes them
+ * (`FOR UPDATE SKIP LOCKED`, so relays in several workers share the work), adds their jobs with
+ * one `addBulk`, and deletes them in the same transaction. If Redis fails the transaction rolls
+ * back and the rows wait for the next pass; if the process dies between the add and the commit
+ * the rows are added again, which is harmless: the job id is the message id, and a job that
+ * already ran finds its message final. Returns how many rows it moved.
+ */
+export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
+  const sql = driverOf(deps.db);
+  const prefix = deps.queue.opts.prefix ?? "bull";
+  const limit = deps.batchSize ?? DEFAULT_BATCH_SIZE;
+  const maxPriority = deps.maxPriority ?? LEAST_URGENT;
+  // A cheap look first: an idle relay costs one indexed read per poll, not a transaction.
+  const [waiting] = await sql`
+    select 1 from delivery_outbox where queue_prefix = ${prefix} and priority <= ${maxPriority} limit 1`;
+  if (!waiting) return 0;
+  return sql.begin(async (tx) => {
+    const rows = await tx<Array<{ message_id: string; priority: number }>>`
+      delete from delivery_outbox
+      where message_id in (
+        select message_id from delivery_outbox
+        where queue_prefix = ${prefix} and priority <= ${maxPriority}
+        order by priority, message_id
+        limit ${limit}
+        for update skip locked)
+      returning message_id, priority`;
+    if (rows.length === 0) return 0;
+    await withTimeout(
+      deps.queue.addBulk(
+        rows.map((row) => ({
+          name: "deliver",
+          data: { messageId: row.message_id },
+          opts: deliveryJobOptions({ messageId: row.message_id, priority: row.priority }),
+        })),
+      ),
+      deps.addTimeoutMs ?? DEFAULT_ADD_TIMEOUT_MS,
+    );
+    return rows.length;
+  });
+}
+
+export interface OutboxRelay {
+  /** Stops polling and waits for the pass in progress. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs {@link relayOutboxOnce} in two loops: one for every row, and a lane of its own for the
+ * critical tier, so an OTP never waits behind a bulk pass of a low-priority backlog (each loop
+ * goes again at once while it finds full batches, polls every `idleMs` while it finds nothing,
+ * and backs off with a warning while Postgres or Redis fails).
+ */
+export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
+  const lanes = [
+    runRelayLoop({ ...deps, maxPriority: undefined }),
+    runRelayLoop({ ...deps, maxPriority: CRITICAL, batchSize: Math.min(50, deps.batchSize ?? 50) }),
+  ];
+  return {
+    async stop() {
+      await Promise.all(lanes.map((lane) => lane.stop()));
+    },
+  };
+}
+
+function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
+  const batchSize = deps.batchSize ?? DEFAULT_BATCH_SIZE;
+  const idleMs = deps.idleMs ?? DEFAULT_IDLE_MS;
+  let stopped = false;
+  let wake: (() => void) | undefined;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+
+  const loop = (async () => {
+    let failures = 0;
+    while (!stopped) {
+      try {
+        const moved = await relayOutboxOnce({ ...deps, batchSize });
+        failures = 0;
+        if (moved < batchSize) await pause(idleMs);
+      } catch (error) {
+        failures++;
+        if (failures === 1 || failures % 20 === 0) {
+          deps.logger.warn({ err: error, failures }, "outbox relay failed; retrying");
+        }
+        await pause(Math.min(MAX_ERROR_BACKOFF_MS, idleMs * 2 ** Math.min(failures, 10)));
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+    },
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`addBulk timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
