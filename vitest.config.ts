@@ -10,8 +10,8 @@ const withDatabase = {
   globalSetup: ["test/support/global-setup.ts"],
   testTimeout: 20_000,
   hookTimeout: 30_000,
-  pool: "forks",
-} as const;
+  pool: "forks" as const,
+};
 
 export default defineConfig({
   test: {
