@@ -11,7 +11,6 @@ import {
   globalMergeVars,
   mergeLanguage,
   templateContent,
-  templateName,
 } from "../../../channels/email/templates/schemas.js";
 import { findTemplate } from "../../../channels/email/templates/store.js";
 import { ApiError } from "../../errors.js";
@@ -24,6 +23,7 @@ import {
   SERVER_ERRORS,
 } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
+import { NO_SUCH_TEMPLATE, noSuchTemplate, templateNameParams } from "./one-template.js";
 
 const body = z.strictObject({
   subject: emailSubject
@@ -54,7 +54,7 @@ export const renderTemplate = defineRoute({
       "text part), with the regions and variables given here; nothing is sent or stored. A template that " +
       "cannot be rendered answers 422 with the reason an e-mail using it would be rejected with.",
     request: {
-      params: z.object({ name: templateName }),
+      params: templateNameParams,
       body: { required: true, content: jsonContent(body) },
     },
     responses: {
@@ -62,7 +62,7 @@ export const renderTemplate = defineRoute({
       ...errorResponses(
         { 400: "A bad `name`, malformed JSON, a field that breaks the schema or an unknown field (named)" },
         API_KEY_ERRORS,
-        { 404: "No such template in the key's organization (another organization's looks the same)" },
+        NO_SUCH_TEMPLATE,
         JSON_BODY_ERRORS,
         {
           422:
@@ -77,7 +77,7 @@ export const renderTemplate = defineRoute({
     const { name } = c.req.valid("param");
     const request = await parseJsonBody(c, body);
     const template = await findTemplate(deps.db, c.get("organization").id, name);
-    if (!template) throw new ApiError(404, "Template not found");
+    if (!template) throw noSuchTemplate();
     try {
       const { subject = "", template_content, merge_language, global_merge_vars } = request;
       // On the sandbox's thread: a template can neither hold this process nor take its heap.
