@@ -132,6 +132,16 @@ module.exports = {
       to: { path: "^src/api/", pathNot: GENERIC_HTTP_HELPERS },
     },
     {
+      name: "onboarding-loads-no-notification-code",
+      severity: "error",
+      comment:
+        "Nor may the onboarding app reach the notification service's own code through those " +
+        "helpers or anything else: no store, use case, channel, domain or metrics module may be " +
+        "loaded by it, directly or down any chain of imports.",
+      from: { path: "^src/client-onboarding/" },
+      to: { path: "^(src/(store|messages|channels|domain|observability)/|workers/)", reachable: true },
+    },
+    {
       name: "worker-is-not-a-web-app",
       severity: "error",
       comment:
