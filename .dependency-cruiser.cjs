@@ -16,8 +16,8 @@ const CHANNEL_CONTENT = "^src/channels/[^/]+/content\\.ts$";
 
 /**
  * What the client-onboarding app takes from `src/api` today: the generic HTTP helpers (the error
- * type and its response, the JSON body reader, the request id, OpenAPI routes and /docs). These
- * helpers import nothing of the notification API's own (routes, auth, the send use case).
+ * type and its response, the JSON body reader, the request id, OpenAPI routes and /docs). They
+ * must load nothing of the notification service's own: `onboarding-loads-no-notification-code`.
  */
 const GENERIC_HTTP_HELPERS = "^src/api/(errors|json-body|openapi|middleware/request-id)\\.ts$";
 
@@ -155,8 +155,5 @@ module.exports = {
     doNotFollow: { path: "node_modules" },
     tsConfig: { fileName: "tsconfig.json" },
     tsPreCompilationDeps: true,
-    // The `.js` of an import resolves to the `.ts` beside it (NodeNext).
-    enhancedResolveOptions: { extensions: [".ts", ".js"] },
-    reporterOptions: { text: { highlightFocused: true } },
   },
 };
