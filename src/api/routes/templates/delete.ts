@@ -16,7 +16,7 @@ export const deleteTemplate = defineRoute({
     request: { params: templateNameParams },
     responses: {
       204: { description: "Deleted; no body" },
-      ...oneTemplateErrors,
+      ...oneTemplateErrors("`name` is not a valid template name"),
     },
   }),
   async handler(c, deps) {

@@ -15,7 +15,7 @@ export const getTemplate = defineRoute({
     request: { params: templateNameParams },
     responses: {
       200: { description: "The template, with its content", content: jsonContent(templateRecord) },
-      ...oneTemplateErrors,
+      ...oneTemplateErrors("`name` is not a valid template name"),
     },
   }),
   async handler(c, deps) {

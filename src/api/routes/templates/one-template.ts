@@ -6,7 +6,13 @@ import {
   templateText,
 } from "../../../channels/email/templates/schemas.js";
 import { ApiError } from "../../errors.js";
-import { API_KEY_ERRORS, errorResponses, jsonBodyErrors, SERVER_ERRORS } from "../../openapi.js";
+import {
+  API_KEY_ERRORS,
+  type ErrorStatus,
+  errorResponses,
+  jsonBodyErrors,
+  SERVER_ERRORS,
+} from "../../openapi.js";
 
 /**
  * What the template routes share: the `{name}` parameter, the 404 of a template the key's
@@ -15,17 +21,19 @@ import { API_KEY_ERRORS, errorResponses, jsonBodyErrors, SERVER_ERRORS } from ".
 
 export const templateNameParams = z.object({ name: templateName });
 
-export const NO_SUCH_TEMPLATE = {
-  404: "No such template in the key's organization (another organization's looks the same)",
-};
-
-/** The errors of a route that names a template in its path and reads no body. */
-export const oneTemplateErrors = errorResponses(
-  { 400: "`name` is not a valid template name" },
-  API_KEY_ERRORS,
-  NO_SUCH_TEMPLATE,
-  SERVER_ERRORS,
-);
+/**
+ * The error responses of a route naming one template: its 400 (`badRequest` says when), the API
+ * key's, the 404 of a template the organization does not have, the server's, and `others`.
+ */
+export function oneTemplateErrors(badRequest: string, ...others: Partial<Record<ErrorStatus, string>>[]) {
+  return errorResponses(
+    { 400: badRequest },
+    API_KEY_ERRORS,
+    { 404: "No such template in the key's organization (another organization's looks the same)" },
+    ...others,
+    SERVER_ERRORS,
+  );
+}
 
 /** Another organization's template is indistinguishable from an unknown one. */
 export function noSuchTemplate(): ApiError {

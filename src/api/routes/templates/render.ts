@@ -15,15 +15,9 @@ import {
 import { findTemplate } from "../../../channels/email/templates/store.js";
 import { ApiError } from "../../errors.js";
 import { parseJsonBody } from "../../json-body.js";
-import {
-  API_KEY_ERRORS,
-  errorResponses,
-  JSON_BODY_ERRORS,
-  jsonContent,
-  SERVER_ERRORS,
-} from "../../openapi.js";
+import { JSON_BODY_ERRORS, jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
-import { NO_SUCH_TEMPLATE, noSuchTemplate, templateNameParams } from "./one-template.js";
+import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
 
 const body = z.strictObject({
   subject: emailSubject
@@ -59,17 +53,14 @@ export const renderTemplate = defineRoute({
     },
     responses: {
       200: { description: "The rendered subject, HTML and text", content: jsonContent(rendered) },
-      ...errorResponses(
-        { 400: "A bad `name`, malformed JSON, a field that breaks the schema or an unknown field (named)" },
-        API_KEY_ERRORS,
-        NO_SUCH_TEMPLATE,
+      ...oneTemplateErrors(
+        "A bad `name`, malformed JSON, a field that breaks the schema or an unknown field (named)",
         JSON_BODY_ERRORS,
         {
           422:
             "The template cannot be rendered (e.g. a Handlebars syntax error, or the render takes more than " +
             `${RENDER_DEADLINE_MS} ms or ${RENDER_HEAP_MB} MB); the reason says where`,
         },
-        SERVER_ERRORS,
       ),
     },
   }),

@@ -3,12 +3,12 @@ import { z } from "zod";
 import { templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
 import { parseJsonBody } from "../../json-body.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
 import {
   contentFields,
-  NO_SUCH_TEMPLATE,
   noSuchTemplate,
+  oneTemplateErrors,
   storedContent,
   TEMPLATE_BODY,
   templateNameParams,
@@ -34,14 +34,9 @@ export const updateTemplate = defineRoute({
     },
     responses: {
       200: { description: "The template as now stored", content: jsonContent(templateRecord) },
-      ...errorResponses(
-        {
-          400: "A bad `name` in the path, malformed JSON, a field that breaks the schema, or an unknown field (named; `name` included)",
-        },
-        API_KEY_ERRORS,
-        NO_SUCH_TEMPLATE,
+      ...oneTemplateErrors(
+        "A bad `name` in the path, malformed JSON, a field that breaks the schema, or an unknown field (named; `name` included)",
         TEMPLATE_BODY.errors,
-        SERVER_ERRORS,
       ),
     },
   }),
