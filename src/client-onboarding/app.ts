@@ -7,11 +7,11 @@ import { requestId } from "../api/middleware/request-id.js";
 import { openapiRoute, serveDocs, validationHook } from "../api/openapi.js";
 import { onboardClient, onboardRoute } from "./onboard.js";
 import { rateLimitByClient } from "./rate-limit.js";
-import type { EncryptionDeps, EncryptionEnv } from "./types.js";
+import type { ClientOnboardingDeps, ClientOnboardingEnv } from "./types.js";
 
 /** Builds the client-onboarding service. No I/O happens here: connections come in through `deps`. */
-export function createEncryptionApp(deps: EncryptionDeps): Hono<EncryptionEnv> {
-  const app = new OpenAPIHono<EncryptionEnv>({ defaultHook: validationHook });
+export function createClientOnboardingApp(deps: ClientOnboardingDeps): Hono<ClientOnboardingEnv> {
+  const app = new OpenAPIHono<ClientOnboardingEnv>({ defaultHook: validationHook });
 
   app.use(requestId());
   app.use(

@@ -1,5 +1,5 @@
 import { getConnInfo } from "@hono/node-server/conninfo";
-import type { EncryptionContext } from "./types.js";
+import type { ClientOnboardingContext } from "./types.js";
 
 /**
  * How to find the client's address. With `trustProxy`, the last address of `X-Forwarded-For`:
@@ -7,7 +7,7 @@ import type { EncryptionContext } from "./types.js";
  * without the header, or without `trustProxy`, the socket's address.
  * Outside a Node server (e.g. `app.request` in tests) there is no socket: "unknown".
  */
-export function clientIpResolver(trustProxy: boolean): (c: EncryptionContext) => string {
+export function clientIpResolver(trustProxy: boolean): (c: ClientOnboardingContext) => string {
   return function clientIp(c) {
     if (trustProxy) {
       const last = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();

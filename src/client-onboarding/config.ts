@@ -8,7 +8,7 @@ const int = (min: number, max: number) => z.coerce.number().int().min(min).max(m
  * The client-onboarding service's settings, validated once at start-up. It reads only what it
  * needs, so the web process's settings (Redis, providers, tokens) are not required here.
  */
-export const encryptionConfigSchema = z.object({
+export const clientOnboardingConfigSchema = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   PORT: int(0, 65535).default(3100),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
@@ -22,11 +22,11 @@ export const encryptionConfigSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: int(1000, 60_000).default(20_000),
 });
 
-export type EncryptionConfig = z.infer<typeof encryptionConfigSchema>;
+export type ClientOnboardingConfig = z.infer<typeof clientOnboardingConfigSchema>;
 
 /** Parses the environment; throws a {@link ConfigError} naming every bad variable. */
-export function loadEncryptionConfig(env: NodeJS.ProcessEnv = process.env): EncryptionConfig {
-  const parsed = encryptionConfigSchema.safeParse(env);
+export function loadClientOnboardingConfig(env: NodeJS.ProcessEnv = process.env): ClientOnboardingConfig {
+  const parsed = clientOnboardingConfigSchema.safeParse(env);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);

@@ -5,7 +5,7 @@ import { parseJsonBody } from "../api/json-body.js";
 import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../api/openapi.js";
 import { keyPrefix } from "../runtime/api-keys.js";
 import { AppNameTakenError, registerClient } from "./clients.js";
-import type { EncryptionContext, EncryptionDeps } from "./types.js";
+import type { ClientOnboardingContext, ClientOnboardingDeps } from "./types.js";
 
 export const ONBOARD_PATH = "/encryption-service/api/v1/onboard";
 
@@ -51,7 +51,10 @@ export const onboardRoute = createRoute({
 });
 
 /** POST /encryption-service/api/v1/onboard: registers a client app and returns its key, once. */
-export async function onboardClient(c: EncryptionContext, deps: EncryptionDeps): Promise<Response> {
+export async function onboardClient(
+  c: ClientOnboardingContext,
+  deps: ClientOnboardingDeps,
+): Promise<Response> {
   // parseJsonBody reads only `c.req`, but is typed with the web API's context: widen ours.
   const input = await parseJsonBody(c, body);
   try {

@@ -1,20 +1,20 @@
 import type { MiddlewareHandler } from "hono";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { ApiError } from "../api/errors.js";
-import type { EncryptionContext, EncryptionEnv } from "./types.js";
+import type { ClientOnboardingContext, ClientOnboardingEnv } from "./types.js";
 
 export interface RateLimitOptions {
   /** Requests allowed per client in one window. */
   limit: number;
   windowMs: number;
-  clientKey: (c: EncryptionContext) => string;
+  clientKey: (c: ClientOnboardingContext) => string;
 }
 
 /**
  * Refuses a client past its limit with 429 and `Retry-After` (whole seconds, at least 1).
  * Counters live in this process's memory (rate-limiter-flexible), so N processes allow N × limit.
  */
-export function rateLimitByClient(options: RateLimitOptions): MiddlewareHandler<EncryptionEnv> {
+export function rateLimitByClient(options: RateLimitOptions): MiddlewareHandler<ClientOnboardingEnv> {
   const limiter = new RateLimiterMemory({ points: options.limit, duration: options.windowMs / 1000 });
   return async function rateLimit(c, next) {
     try {

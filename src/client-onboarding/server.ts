@@ -2,20 +2,20 @@ import { serve } from "@hono/node-server";
 import { createDatabase } from "../../db/client.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
-import { createEncryptionApp } from "./app.js";
+import { createClientOnboardingApp } from "./app.js";
 import { clientIpResolver } from "./client-ip.js";
-import { loadEncryptionConfig } from "./config.js";
+import { loadClientOnboardingConfig } from "./config.js";
 
 function main(): void {
-  const config = loadEncryptionConfig();
-  const logger = createLogger({ level: config.LOG_LEVEL, name: "encryption" });
+  const config = loadClientOnboardingConfig();
+  const logger = createLogger({ level: config.LOG_LEVEL, name: "client-onboarding" });
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: config.DATABASE_POOL_SIZE,
     connectTimeoutSeconds: 2,
   });
 
-  const app = createEncryptionApp({
+  const app = createClientOnboardingApp({
     config,
     db,
     logger,
@@ -23,7 +23,7 @@ function main(): void {
     clientIp: clientIpResolver(config.TRUST_PROXY),
   });
   const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
-    logger.info({ port: info.port }, `encryption service listening on http://127.0.0.1:${info.port}`);
+    logger.info({ port: info.port }, `client-onboarding service listening on http://127.0.0.1:${info.port}`);
   });
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

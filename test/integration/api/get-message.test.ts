@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { describeApiKeyContract, describeSendContract } from "../../support/auth-contract.js";
 import { createHarness, getMessage, onboard, sendSms } from "../../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
@@ -92,34 +91,3 @@ describe("GET /api/v1/messages/{message_id}", () => {
     expect((await getMessage(h, org.apiKey, id.toUpperCase())).status).toBe(200);
   });
 });
-
-const valid = { payload: { to: "+14155550100", body: "hello" } };
-describeApiKeyContract(
-  "GET /api/v1/messages/{id}",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    const id = await accepted(org.apiKey);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) => h.app.request(`/api/v1/messages/${id}`, { headers: key ? { "x-api-key": key } : {} }),
-    };
-  },
-);
-describeSendContract(() => h, "sms", valid);
-describeApiKeyContract(
-  "GET /api/v1/onboarding/product/{p}/organization/{o}",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request(`/api/v1/onboarding/product/${org.productId}/organization/${org.id}`, {
-          headers: key ? { "x-api-key": key } : {},
-        }),
-    };
-  },
-);

@@ -1,6 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../src/api/app.js";
-import { describeApiKeyContract } from "../../support/auth-contract.js";
 import { createHarness, eventually, onboard, sendSms } from "../../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
@@ -188,16 +187,3 @@ describe("GET /api/v1/messages", () => {
     });
   });
 });
-
-describeApiKeyContract(
-  "GET /api/v1/messages",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) => h.app.request("/api/v1/messages", { headers: key ? { "x-api-key": key } : {} }),
-    };
-  },
-);

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeApiKeyContract } from "../../support/auth-contract.js";
 import { createHarness, eventually, getMessage, onboard, sendSms } from "../../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0", RETRY_BASE_DELAY_MS: "10" });
@@ -165,18 +164,3 @@ describe("GET /api/v1/messages/{message_id}/events", () => {
     expect((await getEvents(org.apiKey, id.toUpperCase())).status).toBe(200);
   });
 });
-
-describeApiKeyContract(
-  "GET /api/v1/messages/{id}/events",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    const id = await send(org.apiKey, "+14155550100");
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request(`/api/v1/messages/${id}/events`, { headers: key ? { "x-api-key": key } : {} }),
-    };
-  },
-);

@@ -1,7 +1,6 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents } from "../../../db/schema.js";
-import { describeSendContract } from "../../support/auth-contract.js";
 import {
   countMessages,
   createHarness,
@@ -273,5 +272,3 @@ describe("POST /api/v1/notifications/email", () => {
     await expectError(response, 401, /API key/);
   });
 });
-
-describeSendContract(() => h, "email", valid);

@@ -3,7 +3,6 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents } from "../../../db/schema.js";
 import { createApp } from "../../../src/api/app.js";
-import { describeSendContract } from "../../support/auth-contract.js";
 import {
   countMessages,
   createHarness,
@@ -207,5 +206,3 @@ describe("POST /api/v1/notifications/push", () => {
     await expectError(await send({ payload: { ...valid.payload, title: "Other" } }, headers), 422);
   });
 });
-
-describeSendContract(() => h, "push", valid);

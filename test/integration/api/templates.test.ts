@@ -8,7 +8,6 @@ import {
   templateCode,
   templateText,
 } from "../../../src/channels/email/templates/schemas.js";
-import { describeApiKeyContract } from "../../support/auth-contract.js";
 import { createHarness, eventually, expectError, type Harness, onboard } from "../../support/harness.js";
 
 const h = createHarness({ AUTH_CACHE_TTL_MS: "0" });
@@ -398,24 +397,6 @@ describe("DELETE /api/v1/templates/{name}", () => {
   });
 });
 
-for (const [name, method, path, body] of [
-  ["POST /api/v1/templates", "POST", TEMPLATES, { name: "contract", code: HTML }],
-  ["GET /api/v1/templates", "GET", TEMPLATES, undefined],
-  ["GET /api/v1/templates/{name}", "GET", at("contract"), undefined],
-  ["PUT /api/v1/templates/{name}", "PUT", at("contract"), { code: HTML }],
-  ["DELETE /api/v1/templates/{name}", "DELETE", at("contract"), undefined],
-] as const) {
-  describeApiKeyContract(
-    name,
-    () => h,
-    async () => {
-      const org = await onboard(h);
-      if (method !== "POST") await created(org.apiKey, { name: "contract" });
-      return { apiKey: org.apiKey, organizationId: org.id, call: (key) => call(key, method, path, body) };
-    },
-  );
-}
-
 describe("POST /api/v1/templates/{name}/render", () => {
   const render = (apiKey: string, name: string, body: unknown) =>
     h.app.request(`/api/v1/templates/${name}/render`, {
@@ -551,22 +532,3 @@ describe("POST /api/v1/templates/{name}/render", () => {
     await expectError(await render(owner.apiKey, "mine", { to: [] }), 400, /to/);
   });
 });
-
-describeApiKeyContract(
-  "POST /api/v1/templates/{name}/render",
-  () => h,
-  async () => {
-    const org = await onboard(h);
-    await created(org.apiKey, { name: "contract" });
-    return {
-      apiKey: org.apiKey,
-      organizationId: org.id,
-      call: (key) =>
-        h.app.request("/api/v1/templates/contract/render", {
-          method: "POST",
-          headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) },
-          body: "{}",
-        }),
-    };
-  },
-);

@@ -3,9 +3,9 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
-import { createEncryptionApp } from "../../../src/client-onboarding/app.js";
-import { loadEncryptionConfig } from "../../../src/client-onboarding/config.js";
-import type { EncryptionDeps } from "../../../src/client-onboarding/types.js";
+import { createClientOnboardingApp } from "../../../src/client-onboarding/app.js";
+import { loadClientOnboardingConfig } from "../../../src/client-onboarding/config.js";
+import type { ClientOnboardingDeps } from "../../../src/client-onboarding/types.js";
 
 const ONBOARD = "/encryption-service/api/v1/onboard";
 const TEST_IP_HEADER = "x-test-client-ip";
@@ -26,8 +26,8 @@ afterAll(async () => {
 function buildApp(
   options: { env?: Record<string, string>; db?: Database; now?: () => Date; logger?: pino.Logger } = {},
 ) {
-  const deps: EncryptionDeps = {
-    config: loadEncryptionConfig({
+  const deps: ClientOnboardingDeps = {
+    config: loadClientOnboardingConfig({
       NODE_ENV: "test",
       DATABASE_URL: databaseUrl,
       ONBOARD_RATE_LIMIT: "1000",
@@ -38,7 +38,7 @@ function buildApp(
     now: options.now ?? (() => new Date()),
     clientIp: (c) => c.req.header(TEST_IP_HEADER) ?? "unknown",
   };
-  return createEncryptionApp(deps);
+  return createClientOnboardingApp(deps);
 }
 
 const app = buildApp();

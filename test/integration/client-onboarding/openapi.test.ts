@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
-import { createEncryptionApp } from "../../../src/client-onboarding/app.js";
-import { loadEncryptionConfig } from "../../../src/client-onboarding/config.js";
+import { createClientOnboardingApp } from "../../../src/client-onboarding/app.js";
+import { loadClientOnboardingConfig } from "../../../src/client-onboarding/config.js";
 import { fetchDocument, type OpenApiDocument, responseChecker } from "../../support/openapi.js";
 
 const ONBOARD = "/encryption-service/api/v1/onboard";
@@ -20,8 +20,8 @@ afterAll(async () => {
 });
 
 function buildApp(options: { db?: Database; rateLimit?: number } = {}) {
-  return createEncryptionApp({
-    config: loadEncryptionConfig({
+  return createClientOnboardingApp({
+    config: loadClientOnboardingConfig({
       NODE_ENV: "test",
       DATABASE_URL: databaseUrl,
       ONBOARD_RATE_LIMIT: String(options.rateLimit ?? 1000),
@@ -52,7 +52,7 @@ function onboard(
   });
 }
 
-describe("the encryption service's OpenAPI document", () => {
+describe("the client-onboarding service's OpenAPI document", () => {
   it("is OpenAPI 3.1, its own, with its one route", () => {
     expect(document.openapi).toBe("3.1.0");
     expect(document.info).toMatchObject({ title: "Encryption service", version: "1.0" });

@@ -2,8 +2,8 @@ import { createECDH, randomUUID } from "node:crypto";
 import fc from "fast-check";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { createEncryptionApp } from "../../../src/client-onboarding/app.js";
-import { loadEncryptionConfig } from "../../../src/client-onboarding/config.js";
+import { createClientOnboardingApp } from "../../../src/client-onboarding/app.js";
+import { loadClientOnboardingConfig } from "../../../src/client-onboarding/config.js";
 import { NOTIFICATION_TYPES } from "../../../src/domain/priority.js";
 import { createHarness, createTemplate, onboard } from "../../support/harness.js";
 
@@ -16,8 +16,8 @@ import { createHarness, createTemplate, onboard } from "../../support/harness.js
  */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 120);
 const h = createHarness();
-const encryption = createEncryptionApp({
-  config: loadEncryptionConfig({
+const encryption = createClientOnboardingApp({
+  config: loadClientOnboardingConfig({
     NODE_ENV: "test",
     DATABASE_URL: inject("databaseUrl"),
     ONBOARD_RATE_LIMIT: "1000000",

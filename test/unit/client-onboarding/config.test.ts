@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { loadEncryptionConfig } from "../../../src/client-onboarding/config.js";
+import { loadClientOnboardingConfig } from "../../../src/client-onboarding/config.js";
 import { ConfigError } from "../../../src/runtime/config.js";
 
-describe("encryption service configuration", () => {
+describe("client-onboarding service configuration", () => {
   it("uses the documented defaults when nothing is set", () => {
-    const config = loadEncryptionConfig({});
+    const config = loadClientOnboardingConfig({});
     expect(config).toMatchObject({
       PORT: 3100,
       ONBOARD_RATE_LIMIT: 20,
@@ -16,7 +16,7 @@ describe("encryption service configuration", () => {
   });
 
   it("reads numbers and booleans from their string form", () => {
-    const config = loadEncryptionConfig({ PORT: "8080", ONBOARD_RATE_LIMIT: "5", TRUST_PROXY: "true" });
+    const config = loadClientOnboardingConfig({ PORT: "8080", ONBOARD_RATE_LIMIT: "5", TRUST_PROXY: "true" });
     expect(config).toMatchObject({ PORT: 8080, ONBOARD_RATE_LIMIT: 5, TRUST_PROXY: true });
   });
 
@@ -29,13 +29,13 @@ describe("encryption service configuration", () => {
     ["DATABASE_URL", "not a url"],
     ["LOG_LEVEL", "loud"],
   ])("refuses %s=%s with a message naming the variable", (name, value) => {
-    expect(() => loadEncryptionConfig({ [name]: value })).toThrow(ConfigError);
-    expect(() => loadEncryptionConfig({ [name]: value })).toThrow(
+    expect(() => loadClientOnboardingConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadClientOnboardingConfig({ [name]: value })).toThrow(
       new RegExp(`^Invalid configuration:\\n  ${name}: `),
     );
   });
 
   it("does not need the web process's settings (Redis, providers, onboarding token)", () => {
-    expect(() => loadEncryptionConfig({ NODE_ENV: "production" })).not.toThrow();
+    expect(() => loadClientOnboardingConfig({ NODE_ENV: "production" })).not.toThrow();
   });
 });

@@ -1,12 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
-import { z } from "zod";
 import { databaseQueueLimits } from "../../../store/micro-batch.js";
 import { findMessageRow } from "../../../store/records.js";
-import { ApiError } from "../../errors.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
-import { uuidParam } from "../../wire/common-schemas.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
+import { messageIdParams, noSuchMessage, oneMessageErrors } from "./one-message.js";
 
 export const getMessage = defineRoute({
   auth: "api-key",
@@ -15,23 +13,17 @@ export const getMessage = defineRoute({
     path: "/api/v1/messages/{message_id}",
     tags: ["Messages"],
     summary: "Read a message's record",
-    request: { params: z.object({ message_id: uuidParam("message_id") }) },
+    request: { params: messageIdParams },
     responses: {
       200: { description: "The record, readable right after the 202", content: jsonContent(messageRecord) },
-      ...errorResponses(
-        { 400: "`message_id` is not a UUID" },
-        API_KEY_ERRORS,
-        { 404: "No such message in the key's organization (another organization's looks the same)" },
-        SERVER_ERRORS,
-      ),
+      ...oneMessageErrors,
     },
   }),
   async handler(c, deps) {
     const { message_id } = c.req.valid("param");
     const organization = c.get("organization");
     const row = await findMessageRow(deps.db, organization.id, message_id, databaseQueueLimits(deps.config));
-    // Another organization's message is indistinguishable from an unknown one.
-    if (!row) throw new ApiError(404, "Message not found");
+    if (!row) throw noSuchMessage();
     return c.json(toMessageRecord(row), 200);
   },
 });

@@ -1,24 +1,18 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import {
-  MAX_TEMPLATE_BODY_BYTES,
-  templateCode,
-  templateName,
-  templateRecord,
-  templateText,
-  toTemplateRecord,
-} from "../../../channels/email/templates/schemas.js";
+import { templateName, templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
 import { ApiError } from "../../errors.js";
 import { parseJsonBody } from "../../json-body.js";
-import { API_KEY_ERRORS, errorResponses, jsonBodyErrors, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
+import { contentFields, storedContent, TEMPLATE_BODY } from "./one-template.js";
 
-const body = z.strictObject({ name: templateName, code: templateCode, text: templateText });
+const body = z.strictObject({ name: templateName, ...contentFields });
 
 export const createTemplate = defineRoute({
   auth: "api-key",
-  maxBodyBytes: MAX_TEMPLATE_BODY_BYTES,
+  maxBodyBytes: TEMPLATE_BODY.maxBytes,
   definition: createRoute({
     method: "post",
     path: "/api/v1/templates",
@@ -36,17 +30,18 @@ export const createTemplate = defineRoute({
         },
         API_KEY_ERRORS,
         { 409: "The organization already has a template of that name" },
-        jsonBodyErrors(MAX_TEMPLATE_BODY_BYTES),
+        TEMPLATE_BODY.errors,
         SERVER_ERRORS,
       ),
     },
   }),
   async handler(c, deps) {
-    const { name, code, text } = await parseJsonBody(c, body);
+    const { name, ...content } = await parseJsonBody(c, body);
+    const template = { name, ...storedContent(content) };
     const created = await templateStore.createTemplate(
       deps.db,
       c.get("organization").id,
-      { name, code, text: text ?? null },
+      template,
       deps.now(),
     );
     if (!created) throw new ApiError(409, `A template named "${name}" already exists`);

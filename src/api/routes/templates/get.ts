@@ -1,10 +1,9 @@
 import { createRoute } from "@hono/zod-openapi";
-import { z } from "zod";
-import { templateName, templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
+import { templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import { findTemplate } from "../../../channels/email/templates/store.js";
-import { ApiError } from "../../errors.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
+import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
 
 export const getTemplate = defineRoute({
   auth: "api-key",
@@ -13,21 +12,16 @@ export const getTemplate = defineRoute({
     path: "/api/v1/templates/{name}",
     tags: ["Templates"],
     summary: "Read an e-mail template",
-    request: { params: z.object({ name: templateName }) },
+    request: { params: templateNameParams },
     responses: {
       200: { description: "The template, with its content", content: jsonContent(templateRecord) },
-      ...errorResponses(
-        { 400: "`name` is not a valid template name" },
-        API_KEY_ERRORS,
-        { 404: "No such template in the key's organization (another organization's looks the same)" },
-        SERVER_ERRORS,
-      ),
+      ...oneTemplateErrors("`name` is not a valid template name"),
     },
   }),
   async handler(c, deps) {
     const { name } = c.req.valid("param");
     const template = await findTemplate(deps.db, c.get("organization").id, name);
-    if (!template) throw new ApiError(404, "Template not found");
+    if (!template) throw noSuchTemplate();
     return c.json(toTemplateRecord(template), 200);
   },
 });

@@ -11,19 +11,13 @@ import {
   globalMergeVars,
   mergeLanguage,
   templateContent,
-  templateName,
 } from "../../../channels/email/templates/schemas.js";
 import { findTemplate } from "../../../channels/email/templates/store.js";
 import { ApiError } from "../../errors.js";
 import { parseJsonBody } from "../../json-body.js";
-import {
-  API_KEY_ERRORS,
-  errorResponses,
-  JSON_BODY_ERRORS,
-  jsonContent,
-  SERVER_ERRORS,
-} from "../../openapi.js";
+import { JSON_BODY_ERRORS, jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
+import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
 
 const body = z.strictObject({
   subject: emailSubject
@@ -54,22 +48,19 @@ export const renderTemplate = defineRoute({
       "text part), with the regions and variables given here; nothing is sent or stored. A template that " +
       "cannot be rendered answers 422 with the reason an e-mail using it would be rejected with.",
     request: {
-      params: z.object({ name: templateName }),
+      params: templateNameParams,
       body: { required: true, content: jsonContent(body) },
     },
     responses: {
       200: { description: "The rendered subject, HTML and text", content: jsonContent(rendered) },
-      ...errorResponses(
-        { 400: "A bad `name`, malformed JSON, a field that breaks the schema or an unknown field (named)" },
-        API_KEY_ERRORS,
-        { 404: "No such template in the key's organization (another organization's looks the same)" },
+      ...oneTemplateErrors(
+        "A bad `name`, malformed JSON, a field that breaks the schema or an unknown field (named)",
         JSON_BODY_ERRORS,
         {
           422:
             "The template cannot be rendered (e.g. a Handlebars syntax error, or the render takes more than " +
             `${RENDER_DEADLINE_MS} ms or ${RENDER_HEAP_MB} MB); the reason says where`,
         },
-        SERVER_ERRORS,
       ),
     },
   }),
@@ -77,7 +68,7 @@ export const renderTemplate = defineRoute({
     const { name } = c.req.valid("param");
     const request = await parseJsonBody(c, body);
     const template = await findTemplate(deps.db, c.get("organization").id, name);
-    if (!template) throw new ApiError(404, "Template not found");
+    if (!template) throw noSuchTemplate();
     try {
       const { subject = "", template_content, merge_language, global_merge_vars } = request;
       // On the sandbox's thread: a template can neither hold this process nor take its heap.
