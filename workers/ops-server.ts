@@ -2,8 +2,8 @@ import { serve } from "@hono/node-server";
 import type { Queue } from "bullmq";
 import { Hono } from "hono";
 import type { Database } from "../db/client.js";
-import { operationsRoutes } from "../src/api/operations.js";
 import type { Metrics } from "../src/observability/metrics.js";
+import { operationsRoutes } from "../src/observability/operations.js";
 import type { Logger } from "../src/runtime/logger.js";
 
 /**

@@ -2,7 +2,7 @@ import { createECDH, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
 import { createApp } from "../../../src/api/app.js";
-import { operationsRoutes } from "../../../src/api/operations.js";
+import { operationsRoutes } from "../../../src/observability/operations.js";
 import { createHarness, eventually, getMessage, onboard, sendSms } from "../../support/harness.js";
 import { fetchDocument, type OpenApiDocument, responseChecker } from "../../support/openapi.js";
 

@@ -1,8 +1,8 @@
 import type { Queue } from "bullmq";
 import { type Context, Hono } from "hono";
 import type { Database } from "../../db/client.js";
-import { healthRoutes } from "../observability/health.js";
-import type { Metrics } from "../observability/metrics.js";
+import { healthRoutes } from "./health.js";
+import type { Metrics } from "./metrics.js";
 
 const QUEUE_BOARD_PATH = "/admin/queues";
 
