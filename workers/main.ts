@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
 import { renderSandbox } from "../src/channels/email/templates/sandbox.js";
-import { createProviders } from "../src/channels/providers.js";
+import { createProviders } from "../src/channels/index.js";
 import { createMetrics } from "../src/observability/metrics.js";
 import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
 import { type Config, loadConfig } from "../src/runtime/config.js";
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
       void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause")),
     onAvailable: () => worker?.resume(),
   });
-  const providers = createProviders(config);
+  const providers = await createProviders(config);
   const processor = createDeliveryProcessor({
     db,
     providers,

@@ -1,4 +1,5 @@
-import type { EmailTemplateFields, PushContent } from "./channel-content.js";
+import type { EmailTemplateFields } from "../channels/email/content.js";
+import type { PushContent } from "../channels/push/content.js";
 import type { DeliveryError, DeliveryOutcome } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";

@@ -1,5 +1,6 @@
 import type { messages } from "../../db/schema.js";
-import type { MessageContent, MessageState } from "../domain/message.js";
+import { channelNamed } from "../channels/index.js";
+import type { MessageState } from "../domain/message.js";
 
 export type MessageRow = typeof messages.$inferSelect;
 
@@ -24,25 +25,9 @@ export function toMessageRow(state: MessageState): MessageRow {
     deliveryTime: state.status === "success" ? new Date(state.deliveredAt) : null,
     createdAt: new Date(state.acceptedAt),
     updatedAt: new Date(state.updatedAt),
-    ...channelColumns(message),
+    // The channel's own columns: `payload.message`, `payload.subject`, `payload.template_fields`.
+    ...channelNamed(message.channel).record(message),
   };
-}
-
-/** The record's channel-specific columns: `payload.message`, `payload.subject`, `payload.template_fields`. */
-function channelColumns(message: MessageContent): Pick<MessageRow, "body" | "subject" | "templateFields"> {
-  switch (message.channel) {
-    case "sms":
-      return { body: message.body, subject: null, templateFields: null };
-    case "email":
-      // The body is the template, rendered at delivery; the request's payload is kept as sent.
-      return { body: null, subject: message.email.message.subject, templateFields: message.email };
-    case "push":
-      return { body: message.push.body, subject: message.push.title, templateFields: null };
-    default: {
-      const never: never = message;
-      throw new Error(`unknown channel ${JSON.stringify(never)}`);
-    }
-  }
 }
 
 /** A `messages` row keyed by column name, for statements that insert JSON (`json_to_recordset`). */

@@ -2,9 +2,7 @@ import type { Route } from "../types.js";
 import { getMessage } from "./messages/get.js";
 import { getMessageEvents } from "./messages/get-events.js";
 import { listMessages } from "./messages/list.js";
-import { sendEmail } from "./notifications/send-email.js";
-import { sendPush } from "./notifications/send-push.js";
-import { sendSms } from "./notifications/send-sms.js";
+import { sendRoutes } from "./notifications/send.js";
 import { getOrganization } from "./organizations/get.js";
 import { onboardOrganizations } from "./organizations/onboard.js";
 import { createTemplate } from "./templates/create.js";
@@ -18,9 +16,7 @@ import { updateTemplate } from "./templates/update.js";
 export const routes: readonly Route[] = [
   getOrganization,
   onboardOrganizations,
-  sendSms,
-  sendEmail,
-  sendPush,
+  ...sendRoutes,
   listMessages,
   getMessage,
   getMessageEvents,

@@ -35,3 +35,19 @@ function describe(err: unknown): string {
   }
   return err.message;
 }
+
+/**
+ * An HTTP error answer as every provider that speaks HTTP reads it, once its own meanings (Twilio's
+ * error codes, a push service's 404 and 410) are ruled out: 429 is `transient` and carries its
+ * `Retry-After`, 5xx is `transient`, and anything else `permanent`, since the same request would
+ * be refused the same way.
+ */
+export function httpStatusError(response: Response, code: string, message: string): DeliveryError {
+  const status = response.status;
+  if (status === 429) {
+    const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
+    return { class: "transient", code, message, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+  }
+  if (status >= 500) return { class: "transient", code, message };
+  return { class: "permanent", code, message };
+}

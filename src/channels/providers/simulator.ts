@@ -1,10 +1,12 @@
 import { createHash } from "node:crypto";
 import type { DeliveryOutcome, FailureClass } from "../../domain/delivery-outcome.js";
+import type { Provider, ProviderMessage } from "./provider.js";
 
 /**
- * What every channel's simulator shares: a table of special recipients (numbers, addresses,
+ * What every channel's simulator is: a table of special recipients (numbers, addresses,
  * endpoints), each failing in a documented way on its first attempts, and a stable fake id for
- * everything else. Deterministic, so integrators and tests can exercise every outcome.
+ * everything else. Deterministic, so integrators and tests can exercise every outcome; nothing is
+ * ever sent.
  */
 
 /** How a simulator treats one special recipient. */
@@ -24,35 +26,66 @@ export interface SimulatorOptions {
   rateLimitRetryAfterMs?: number;
 }
 
-/** The outcome of one attempt: the special case's failure while it lasts, else success. */
-export function simulatedOutcome(options: {
-  provider: string;
-  /** The special case this message meets, and what to call it in the message (e.g. the address). */
-  special: { case: SimulatedCase; label?: string } | undefined;
-  attempt: number;
-  rateLimitRetryAfterMs: number;
-  /** The provider's id for a success, from {@link simulatedDigest}. */
-  successId: string;
-}): DeliveryOutcome {
-  const { provider, special, attempt } = options;
-  if (special && attempt <= special.case.failingAttempts) {
-    const { description, code, rateLimited } = special.case;
-    const about = special.label ? `${special.label}: ${description}` : description;
-    return {
-      ok: false,
-      provider,
-      error: {
-        class: special.case.class,
-        code,
-        message: `Simulator: ${about} (attempt ${attempt})`,
-        ...(rateLimited ? { retryAfterMs: options.rateLimitRetryAfterMs } : {}),
-      },
-    };
-  }
-  return { ok: true, provider, providerMessageId: options.successId };
+/** What a channel gives to have a simulator: its table, and how to read a message against it. */
+export interface SimulatorTable<M extends ProviderMessage> {
+  /** The special recipients, keyed as {@link recipients} spells them. */
+  cases: Readonly<Record<string, SimulatedCase>>;
+  /** The message's recipients as the table's keys spell them; the first special one decides. */
+  recipients(message: M): readonly string[];
+  /** Failure messages name the recipient (useful when a message has several). */
+  namesRecipient?: boolean;
+  /** The provider's id for a success, around 32 hex characters stable for the message and attempt. */
+  successId(digest: string): string;
 }
 
-/** 32 hex characters, stable for a given message and attempt: the body of a simulated id. */
-export function simulatedDigest(messageId: string, attempt: number): string {
-  return createHash("sha256").update(`${messageId}:${attempt}`).digest("hex").slice(0, 32);
+/**
+ * A deterministic sandbox standing in for a real provider: the outcome depends only on the
+ * message's recipients and the attempt number.
+ */
+export class TableSimulator<M extends ProviderMessage> implements Provider<M> {
+  readonly name = "simulator";
+  readonly #table: SimulatorTable<M>;
+  readonly #cases: ReadonlyMap<string, SimulatedCase>;
+  readonly #rateLimitRetryAfterMs: number;
+
+  constructor(table: SimulatorTable<M>, options: SimulatorOptions = {}) {
+    this.#table = table;
+    this.#cases = new Map(Object.entries(table.cases));
+    this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;
+  }
+
+  async send(message: M): Promise<DeliveryOutcome> {
+    const { attempt } = message;
+    for (const recipient of this.#table.recipients(message)) {
+      const special = this.#cases.get(recipient);
+      if (!special) continue;
+      if (attempt > special.failingAttempts) break;
+      const about = this.#table.namesRecipient ? `${recipient}: ${special.description}` : special.description;
+      return {
+        ok: false,
+        provider: this.name,
+        error: {
+          class: special.class,
+          code: special.code,
+          message: `Simulator: ${about} (attempt ${attempt})`,
+          ...(special.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
+        },
+      };
+    }
+    const digest = createHash("sha256").update(`${message.messageId}:${attempt}`).digest("hex").slice(0, 32);
+    return { ok: true, provider: this.name, providerMessageId: this.#table.successId(digest) };
+  }
+}
+
+/** The provider class of one channel's simulator, built from its table. */
+export function tableSimulator<M extends ProviderMessage>(
+  table: SimulatorTable<M>,
+): new (
+  options?: SimulatorOptions,
+) => TableSimulator<M> {
+  return class extends TableSimulator<M> {
+    constructor(options: SimulatorOptions = {}) {
+      super(table, options);
+    }
+  };
 }

@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, describe, expect, it } from "vitest";
+import type { EmailTemplateFields, MergeLanguage } from "../../../src/channels/email/content.js";
 import {
   type EmailTemplateSource,
   type RenderInput,
@@ -7,7 +8,6 @@ import {
   TemplateRenderError,
 } from "../../../src/channels/email/templates/render.js";
 import { RENDER_HEAP_MB, RenderSandbox } from "../../../src/channels/email/templates/sandbox.js";
-import type { EmailTemplateFields, MergeLanguage } from "../../../src/domain/channel-content.js";
 
 type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];
 

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseRetryAfter } from "../../../src/channels/providers/http.js";
-import { createSmsProvider } from "../../../src/channels/providers.js";
+import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
 import type { SmsMessage, SmsProvider } from "../../../src/channels/sms/providers/provider.js";
 import { TwilioSmsProvider } from "../../../src/channels/sms/providers/twilio.js";
 import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
+import type { MergeLanguage } from "../../../src/channels/email/content.js";
 import {
   MAX_RENDERED_LENGTH,
   type RenderInput,
   renderEmail,
   TemplateRenderError,
 } from "../../../src/channels/email/templates/render.js";
-import type { MergeLanguage } from "../../../src/domain/channel-content.js";
 import { renderFailure } from "../../support/render-failure.js";
 
 function fields(

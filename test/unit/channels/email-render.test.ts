@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import type { EmailTemplateFields, MergeLanguage } from "../../../src/channels/email/content.js";
 import { renderEmail, TemplateRenderError } from "../../../src/channels/email/templates/render.js";
-import type { EmailTemplateFields, MergeLanguage } from "../../../src/domain/channel-content.js";
 import { renderFailure } from "../../support/render-failure.js";
 
 type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createSmsProvider } from "../../../src/channels/providers.js";
+import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
 import type { SmsMessage } from "../../../src/channels/sms/providers/provider.js";
 import { SIMULATOR_RECIPIENTS, SimulatorSmsProvider } from "../../../src/channels/sms/providers/simulator.js";
 import { attemptOutcomes, simulatedFailure } from "../../support/simulator-outcomes.js";

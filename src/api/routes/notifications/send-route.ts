@@ -16,8 +16,9 @@ import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/
 
 /**
  * What every send endpoint shares: the request's top level around its channel's `payload`, the
- * OpenAPI definition, and the answer (dry run, idempotent replay, 202). Each channel's route file
- * holds only its payload schema and how that payload becomes the message's content.
+ * OpenAPI definition, and the answer (dry run, idempotent replay, 202). `send.ts` builds one
+ * endpoint per channel from these; the channel's folder holds its payload schema and how that
+ * payload becomes the message's content.
  */
 
 /** A send request's body: the channel's `payload`, then the fields every channel has. */
@@ -28,16 +29,6 @@ export function sendBody<P extends z.ZodType>(payload: P) {
     notification_type: notificationType.optional(),
   });
 }
-
-/** The `payload` object's own error for a missing or non-object value. */
-export const payloadObjectError = {
-  error: (issue: { code: string; input?: unknown }) =>
-    issue.code === "invalid_type"
-      ? issue.input === undefined
-        ? "is required"
-        : "must be an object"
-      : undefined,
-};
 
 export function sendRouteDefinition<B extends z.ZodType>(options: {
   path: string;

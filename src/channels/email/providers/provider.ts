@@ -1,4 +1,4 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import type { Provider } from "../../providers/provider.js";
 
 export interface EmailAddress {
   email: string;
@@ -19,13 +19,5 @@ export interface EmailMessage {
   attempt: number;
 }
 
-/**
- * A way to hand an e-mail to the outside world. `send` never throws: every result, failures
- * included, comes back as a {@link DeliveryOutcome} whose error says whether to retry.
- */
-export interface EmailProvider {
-  readonly name: string;
-  send(message: EmailMessage): Promise<DeliveryOutcome>;
-  /** Releases pooled connections at shutdown. */
-  close?(): Promise<void>;
-}
+/** A way to hand an e-mail to the outside world (see {@link Provider}); `close` releases its pool. */
+export type EmailProvider = Provider<EmailMessage>;

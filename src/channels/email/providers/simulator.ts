@@ -1,17 +1,8 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import {
-  type SimulatedCase,
-  type SimulatorOptions,
-  simulatedDigest,
-  simulatedOutcome,
-} from "../../providers/simulator.js";
-import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
+import { type SimulatedCase, type TableSimulator, tableSimulator } from "../../providers/simulator.js";
+import type { EmailMessage } from "./provider.js";
 
 /** Mail to this domain is never sent anywhere; `.test` is reserved for testing (RFC 2606). */
 export const SIMULATOR_EMAIL_DOMAIN = "simulator.notify.test";
-
-/** How the simulator treats one special address. */
-export type SimulatedMailbox = SimulatedCase;
 
 /**
  * The simulator's special addresses, all at {@link SIMULATOR_EMAIL_DOMAIN}. The first special
@@ -56,45 +47,17 @@ export const SIMULATOR_MAILBOXES = {
     failingAttempts: 1,
     rateLimited: true,
   },
-} as const satisfies Record<string, SimulatedMailbox>;
-
-export type SimulatorMailboxAddress = keyof typeof SIMULATOR_MAILBOXES;
-
-const mailboxes: ReadonlyMap<string, SimulatedMailbox> = new Map(Object.entries(SIMULATOR_MAILBOXES));
-
-export type SimulatorEmailProviderOptions = SimulatorOptions;
+} as const satisfies Record<string, SimulatedCase>;
 
 /**
  * A deterministic sandbox standing in for a real mail server: the outcome depends only on the
  * recipients and the attempt number (see {@link SIMULATOR_MAILBOXES}), and nothing is sent.
  */
-export class SimulatorEmailProvider implements EmailProvider {
-  readonly name = "simulator";
-  readonly #rateLimitRetryAfterMs: number;
-
-  constructor(options: SimulatorEmailProviderOptions = {}) {
-    this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;
-  }
-
-  async send(message: EmailMessage): Promise<DeliveryOutcome> {
-    const special = firstSpecialMailbox([...message.to, ...message.cc, ...message.bcc]);
-    return simulatedOutcome({
-      provider: this.name,
-      special: special && { case: special.mailbox, label: special.address },
-      attempt: message.attempt,
-      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
-      successId: `SIM${simulatedDigest(message.messageId, message.attempt)}`,
-    });
-  }
-}
-
-function firstSpecialMailbox(
-  recipients: EmailAddress[],
-): { address: string; mailbox: SimulatedMailbox } | undefined {
-  for (const recipient of recipients) {
-    const address = recipient.email.trim().toLowerCase();
-    const mailbox = mailboxes.get(address);
-    if (mailbox) return { address, mailbox };
-  }
-  return undefined;
-}
+export const SimulatorEmailProvider = tableSimulator<EmailMessage>({
+  cases: SIMULATOR_MAILBOXES,
+  recipients: (message) =>
+    [...message.to, ...message.cc, ...message.bcc].map((recipient) => recipient.email.trim().toLowerCase()),
+  namesRecipient: true,
+  successId: (digest) => `SIM${digest}`,
+});
+export type SimulatorEmailProvider = TableSimulator<EmailMessage>;

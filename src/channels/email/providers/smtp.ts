@@ -1,6 +1,7 @@
 import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Transporter } from "nodemailer";
 import nodemailer from "nodemailer";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import { failedOutcome } from "../../providers/redact.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
 export interface SmtpEmailProviderOptions {
@@ -25,8 +26,6 @@ export interface SmtpEmailProviderOptions {
   /** With `pool`: most connections open at once (nodemailer's default is 5). */
   maxConnections?: number;
 }
-
-const MAX_MESSAGE_LENGTH = 300;
 
 /**
  * Sends over SMTP with nodemailer; one transport (pooled or not) per provider. Every answer is
@@ -93,13 +92,7 @@ export class SmtpEmailProvider implements EmailProvider {
   }
 
   #failure(error: DeliveryError): DeliveryOutcome {
-    return { ok: false, provider: this.name, error: { ...error, message: this.#clean(error.message) } };
-  }
-
-  /** Error messages end up in logs and the API; they must never carry the password. */
-  #clean(message: string): string {
-    const redacted = this.#secrets.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), message);
-    return redacted.length > MAX_MESSAGE_LENGTH ? `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : redacted;
+    return failedOutcome(this.name, error, this.#secrets);
   }
 }
 

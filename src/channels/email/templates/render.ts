@@ -1,7 +1,7 @@
 import Handlebars from "handlebars";
 import { convert } from "html-to-text";
 import { type HTMLElement, type Options as HtmlParserOptions, parse } from "node-html-parser";
-import type { EmailTemplateFields, MergeLanguage } from "../../../domain/channel-content.js";
+import type { EmailTemplateFields, MergeLanguage } from "../content.js";
 import { type RenderedPart, TemplateRenderError } from "./render-error.js";
 
 export { type RenderedPart, TemplateRenderError } from "./render-error.js";

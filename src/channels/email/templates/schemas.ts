@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { anyJson } from "../../../api/wire/common-schemas.js";
-import { MERGE_LANGUAGES } from "../../../domain/channel-content.js";
+import { anyJson } from "../../request.js";
+import { MERGE_LANGUAGES } from "../content.js";
 import type { Template, TemplateSummary } from "./store.js";
 
 /** Largest `code` or `text`, in UTF-8 bytes. */

@@ -1,4 +1,4 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import type { Provider } from "../../providers/provider.js";
 
 /** A browser's `PushSubscription.toJSON()`, minus `expirationTime`. */
 export interface PushSubscription {
@@ -27,11 +27,7 @@ export interface PushMessage {
 }
 
 /**
- * A way to hand a Web Push message to the subscription's push service. `send` never throws:
- * every result comes back as a {@link DeliveryOutcome}; a subscription that is gone (404/410)
- * is `rejected`.
+ * A way to hand a Web Push message to the subscription's push service (see {@link Provider}); a
+ * subscription that is gone (404/410) is `rejected`.
  */
-export interface PushProvider {
-  readonly name: string;
-  send(message: PushMessage): Promise<DeliveryOutcome>;
-}
+export type PushProvider = Provider<PushMessage>;

@@ -1,17 +1,8 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import {
-  type SimulatedCase,
-  type SimulatorOptions,
-  simulatedDigest,
-  simulatedOutcome,
-} from "../../providers/simulator.js";
-import type { PushMessage, PushProvider } from "./provider.js";
+import { type SimulatedCase, type TableSimulator, tableSimulator } from "../../providers/simulator.js";
+import type { PushMessage } from "./provider.js";
 
 /** The origin of the simulator's special endpoints; nothing is ever sent there. */
 export const SIMULATOR_PUSH_ORIGIN = "https://push.simulator.notify.test";
-
-/** How the simulator treats one special endpoint. */
-export type SimulatedPushEndpoint = SimulatedCase;
 
 /**
  * The simulator's special endpoints, keyed by the first path segment under
@@ -56,53 +47,36 @@ export const SIMULATOR_PUSH_ENDPOINTS = {
     code: "simulated_failure",
     failingAttempts: Number.POSITIVE_INFINITY,
   },
-} as const satisfies Record<string, SimulatedPushEndpoint>;
+} as const satisfies Record<string, SimulatedCase>;
 
 export type SimulatorPushOutcome = keyof typeof SIMULATOR_PUSH_ENDPOINTS;
-
-const endpoints: Readonly<Record<string, SimulatedPushEndpoint | undefined>> = SIMULATOR_PUSH_ENDPOINTS;
 
 /** The endpoint that produces `outcome`; `suffix` (e.g. a test's name) makes it unique. */
 export function simulatorPushEndpoint(outcome: SimulatorPushOutcome, suffix?: string): string {
   return `${SIMULATOR_PUSH_ORIGIN}/${outcome}${suffix ? `/${encodeURIComponent(suffix)}` : ""}`;
 }
 
-export type SimulatorPushProviderOptions = SimulatorOptions;
-
 /**
  * A deterministic sandbox standing in for real push services: the outcome depends only on the
  * subscription's endpoint and the attempt number (see {@link SIMULATOR_PUSH_ENDPOINTS}), and
  * nothing is sent or encrypted.
  */
-export class SimulatorPushProvider implements PushProvider {
-  readonly name = "simulator";
-  readonly #rateLimitRetryAfterMs: number;
+export const SimulatorPushProvider = tableSimulator<PushMessage>({
+  cases: SIMULATOR_PUSH_ENDPOINTS,
+  recipients: (message) => specialEndpoint(message.subscription.endpoint),
+  // Shaped like the Location a push service returns.
+  successId: (digest) => `${SIMULATOR_PUSH_ORIGIN}/messages/${digest}`,
+});
+export type SimulatorPushProvider = TableSimulator<PushMessage>;
 
-  constructor(options: SimulatorPushProviderOptions = {}) {
-    this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;
-  }
-
-  async send(message: PushMessage): Promise<DeliveryOutcome> {
-    const special = specialEndpoint(message.subscription.endpoint);
-    return simulatedOutcome({
-      provider: this.name,
-      special: special && { case: special },
-      attempt: message.attempt,
-      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
-      // Shaped like the Location a push service returns.
-      successId: `${SIMULATOR_PUSH_ORIGIN}/messages/${simulatedDigest(message.messageId, message.attempt)}`,
-    });
-  }
-}
-
-function specialEndpoint(endpoint: string): SimulatedPushEndpoint | undefined {
+/** The endpoint's outcome name (its first path segment) when it is at the simulator's origin. */
+function specialEndpoint(endpoint: string): string[] {
   let url: URL;
   try {
     url = new URL(endpoint);
   } catch {
-    return undefined;
+    return [];
   }
-  if (url.origin !== SIMULATOR_PUSH_ORIGIN) return undefined;
-  const outcome = url.pathname.split("/")[1] ?? "";
-  return Object.hasOwn(endpoints, outcome) ? endpoints[outcome] : undefined;
+  if (url.origin !== SIMULATOR_PUSH_ORIGIN) return [];
+  return [url.pathname.split("/")[1] ?? ""];
 }

@@ -1,7 +1,8 @@
 import { createECDH, ECDH } from "node:crypto";
 import webpush, { type RequestDetails } from "web-push";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import { classifyFetchError, parseRetryAfter } from "../../providers/http.js";
+import { classifyFetchError, httpStatusError } from "../../providers/http.js";
+import { cleanMessage, failedOutcome, redact, truncate } from "../../providers/redact.js";
 import type { PushMessage, PushProvider, PushSubscription } from "./provider.js";
 
 export interface WebPushProviderOptions {
@@ -17,7 +18,6 @@ export interface WebPushProviderOptions {
   fetch?: typeof fetch;
 }
 
-const MAX_MESSAGE_LENGTH = 300;
 const MAX_BODY_EXCERPT = 200;
 
 /**
@@ -112,8 +112,7 @@ export class WebPushProvider implements PushProvider {
   }
 
   #failure(error: DeliveryError, secrets: string[] = []): DeliveryOutcome {
-    const all = [this.#vapid.privateKey, ...secrets];
-    return { ok: false, provider: this.name, error: { ...error, message: clean(error.message, all) } };
+    return failedOutcome(this.name, error, [this.#vapid.privateKey, ...secrets]);
   }
 }
 
@@ -138,7 +137,9 @@ function validateVapid(vapid: { subject: string; publicKey: string; privateKey: 
     }
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    throw new Error(`WebPushProvider: invalid VAPID configuration: ${clean(reason, [vapid.privateKey])}`);
+    throw new Error(
+      `WebPushProvider: invalid VAPID configuration: ${cleanMessage(reason, [vapid.privateKey])}`,
+    );
   }
 }
 
@@ -184,35 +185,12 @@ function classifyErrorResponse(response: Response, excerpt: string, host: string
     // RFC 8030 §7.3: the subscription expired or the user unsubscribed; it will never work again.
     return { class: "rejected", code: "subscription_gone", message };
   }
-  if (status === 429) {
-    const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
-    return {
-      class: "transient",
-      code: "rate_limited",
-      message,
-      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-    };
-  }
-  if (status >= 500) return { class: "transient", code: `http_${status}`, message };
-  if (status === 413) return { class: "permanent", code: "payload_too_large", message };
-  // 400, 401 and 403 mean a bad VAPID token or request; resending the same one cannot help.
-  return { class: "permanent", code: `http_${status}`, message };
+  // 413 is permanent like 400, 401 and 403 (a bad VAPID token or request): resending cannot help.
+  const code = status === 429 ? "rate_limited" : status === 413 ? "payload_too_large" : `http_${status}`;
+  return httpStatusError(response, code, message);
 }
 
 function bodyExcerpt(text: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-  const flat = text.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim();
-  return flat.length > MAX_BODY_EXCERPT ? `${flat.slice(0, MAX_BODY_EXCERPT - 1)}…` : flat;
-}
-
-function redact(text: string, secrets: string[]): string {
-  return secrets
-    .filter((secret) => secret !== "")
-    .reduce((redacted, secret) => redacted.replaceAll(secret, "[redacted]"), text);
-}
-
-/** Error messages end up in logs and the API; they must never carry the key or the token. */
-function clean(message: string, secrets: string[]): string {
-  const redacted = redact(message, secrets);
-  return redacted.length > MAX_MESSAGE_LENGTH ? `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : redacted;
+  return truncate(text.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim(), MAX_BODY_EXCERPT);
 }

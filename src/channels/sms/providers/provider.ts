@@ -1,4 +1,4 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import type { Provider } from "../../providers/provider.js";
 
 export interface SmsMessage {
   messageId: string;
@@ -11,11 +11,5 @@ export interface SmsMessage {
   attempt: number;
 }
 
-/**
- * A way to hand an SMS to the outside world. `send` never throws: every result, failures
- * included, comes back as a {@link DeliveryOutcome} whose error says whether to retry.
- */
-export interface SmsProvider {
-  readonly name: string;
-  send(message: SmsMessage): Promise<DeliveryOutcome>;
-}
+/** A way to hand an SMS to the outside world (see {@link Provider}). */
+export type SmsProvider = Provider<SmsMessage>;

@@ -1,14 +1,5 @@
-import type { DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import {
-  type SimulatedCase,
-  type SimulatorOptions,
-  simulatedDigest,
-  simulatedOutcome,
-} from "../../providers/simulator.js";
-import type { SmsMessage, SmsProvider } from "./provider.js";
-
-/** How the simulator treats one special recipient. */
-export type SimulatedRecipient = SimulatedCase;
+import { type SimulatedCase, type TableSimulator, tableSimulator } from "../../providers/simulator.js";
+import type { SmsMessage } from "./provider.js";
 
 /**
  * The simulator's special recipients (DESIGN.md §6). Any number not listed here succeeds on
@@ -58,35 +49,16 @@ export const SIMULATOR_RECIPIENTS = {
     failingAttempts: 1,
     rateLimited: true,
   },
-} as const satisfies Record<string, SimulatedRecipient>;
-
-export type SimulatorRecipientNumber = keyof typeof SIMULATOR_RECIPIENTS;
-
-const recipients: Readonly<Record<string, SimulatedRecipient | undefined>> = SIMULATOR_RECIPIENTS;
-
-export type SimulatorSmsProviderOptions = SimulatorOptions;
+} as const satisfies Record<string, SimulatedCase>;
 
 /**
  * A deterministic sandbox standing in for a real provider: the outcome depends only on the
  * recipient and the attempt number (see {@link SIMULATOR_RECIPIENTS}), and nothing is sent.
  */
-export class SimulatorSmsProvider implements SmsProvider {
-  readonly name = "simulator";
-  readonly #rateLimitRetryAfterMs: number;
-
-  constructor(options: SimulatorSmsProviderOptions = {}) {
-    this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;
-  }
-
-  async send(message: SmsMessage): Promise<DeliveryOutcome> {
-    const special = recipients[message.to];
-    return simulatedOutcome({
-      provider: this.name,
-      special: special && { case: special },
-      attempt: message.attempt,
-      rateLimitRetryAfterMs: this.#rateLimitRetryAfterMs,
-      // Shaped like a Twilio sid (prefix + 32 hex).
-      successId: `SIM${simulatedDigest(message.messageId, message.attempt)}`,
-    });
-  }
-}
+export const SimulatorSmsProvider = tableSimulator<SmsMessage>({
+  cases: SIMULATOR_RECIPIENTS,
+  recipients: (message) => [message.to],
+  // Shaped like a Twilio sid (prefix + 32 hex).
+  successId: (digest) => `SIM${digest}`,
+});
+export type SimulatorSmsProvider = TableSimulator<SmsMessage>;

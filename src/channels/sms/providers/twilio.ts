@@ -1,5 +1,6 @@
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import { classifyFetchError, parseRetryAfter } from "../../providers/http.js";
+import { classifyFetchError, httpStatusError } from "../../providers/http.js";
+import { failedOutcome } from "../../providers/redact.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
@@ -18,8 +19,6 @@ export interface TwilioSmsProviderOptions {
  * 21614 not a mobile number, 21610 recipient replied STOP.
  */
 const REJECTED_CODES = new Set([21211, 21614, 21610]);
-
-const MAX_MESSAGE_LENGTH = 300;
 
 /**
  * Sends through Twilio's Messages REST API. Every answer is mapped onto a
@@ -84,13 +83,7 @@ export class TwilioSmsProvider implements SmsProvider {
   }
 
   #failure(error: DeliveryError): DeliveryOutcome {
-    return { ok: false, provider: this.name, error: { ...error, message: this.#clean(error.message) } };
-  }
-
-  /** Error messages end up in logs and the API; they must never carry the secret. */
-  #clean(message: string): string {
-    const redacted = this.#secrets.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), message);
-    return redacted.length > MAX_MESSAGE_LENGTH ? `${redacted.slice(0, MAX_MESSAGE_LENGTH - 1)}…` : redacted;
+    return failedOutcome(this.name, error, this.#secrets);
   }
 }
 
@@ -133,10 +126,5 @@ function classifyErrorResponse(response: Response, text: string): DeliveryError 
   if (twilio.code !== undefined && REJECTED_CODES.has(twilio.code)) {
     return { class: "rejected", code, message };
   }
-  if (status === 429) {
-    const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
-    return { class: "transient", code, message, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
-  }
-  if (status >= 500) return { class: "transient", code, message };
-  return { class: "permanent", code, message };
+  return httpStatusError(response, code, message);
 }

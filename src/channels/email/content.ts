@@ -1,7 +1,7 @@
 /**
- * What each channel's messages carry besides the common fields, exactly as events store it.
- * E-mail follows Mailchimp Transactional's (Mandrill's) send-template call; push is a Web Push
- * subscription plus the notification shown.
+ * What an e-mail message carries besides the common fields, exactly as events store it: the
+ * request's `payload`, after Mailchimp Transactional's (Mandrill's) send-template call. Pure, like
+ * the domain that holds it.
  */
 
 export const MERGE_LANGUAGES = ["mailchimp", "handlebars"] as const;
@@ -23,15 +23,4 @@ export interface EmailTemplateFields {
     merge_language: MergeLanguage;
     global_merge_vars: Array<{ name: string; content: unknown }>;
   };
-}
-
-export interface PushContent {
-  /** The subscription's keys (its endpoint is the message's recipient). */
-  keys: { p256dh: string; auth: string };
-  title: string;
-  body: string;
-  /** Free-form JSON handed to the service worker with the notification. */
-  data: unknown;
-  /** How long the push service keeps it for an offline device; null: until the message expires. */
-  ttlSeconds: number | null;
 }

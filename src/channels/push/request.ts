@@ -1,10 +1,8 @@
 import { z } from "zod";
-import { pushPayloadText } from "../../../channels/push/payload.js";
-import { ApiError } from "../../errors.js";
-import { parseJsonBody } from "../../json-body.js";
-import { defineRoute } from "../../types.js";
-import { anyJson } from "../../wire/common-schemas.js";
-import { answerSend, payloadObjectError, sendBody, sendRouteDefinition } from "./send-route.js";
+import type { Config } from "../../runtime/config.js";
+import type { ContentOf } from "../channel.js";
+import { anyJson, payloadObjectError } from "../request.js";
+import { pushPayloadText } from "./payload.js";
 
 /** The longest TTL push services keep (FCM's 28 days). */
 const MAX_TTL_SECONDS = 28 * 24 * 60 * 60;
@@ -53,7 +51,8 @@ const nonBlank = (max: number) =>
     .max(max, `must be at most ${max} characters`)
     .refine((v) => v.trim().length > 0, "must not be empty");
 
-const payload = z
+/** A push send request's `payload`: the browser's subscription and the notification. */
+export const pushPayload = z
   .strictObject(
     {
       to: subscription,
@@ -87,8 +86,6 @@ const payload = z
     }
   });
 
-const body = sendBody(payload);
-
 /**
  * `allowed`: exact hosts (`host` or `host:port`) and `*.suffix` patterns; null allows any. A
  * pattern without a port allows only HTTPS on its default port (push services speak nothing
@@ -106,50 +103,25 @@ export function hostAllowed(endpoint: URL, allowed: readonly string[] | null): b
   });
 }
 
-export const sendPush = defineRoute({
-  auth: "api-key",
-  rateLimit: "send",
-  definition: sendRouteDefinition({
-    path: "/api/v1/notifications/push",
-    summary: "Send a Web Push notification",
-    description:
-      "Encrypted (RFC 8291) and VAPID-signed (RFC 8292) to the subscription in `payload.to`. The " +
-      "service worker receives the JSON `{ title, body, data?, message_id }`; a retry carries the " +
-      "same `message_id` (and the same Web Push `Topic`), so a duplicate can be recognised. A push " +
-      "service answering 404 or 410 (the subscription is gone) makes the message `rejected`. The " +
-      "endpoint's host must be one of `PUSH_ENDPOINT_HOSTS` (in production by default: the browsers' push services).",
-    body,
-    acceptedMessage: "Push notification accepted",
-  }),
-  async handler(c, deps) {
-    const { dry_run } = c.req.valid("query");
-    const { "Idempotency-Key": idempotencyKey } = c.req.valid("header");
-    const { payload: push, retry_enabled, notification_type } = await parseJsonBody(c, body);
-    const endpoint = new URL(push.to.endpoint);
-    if (!hostAllowed(endpoint, deps.config.PUSH_ENDPOINT_HOSTS)) {
-      throw new ApiError(
-        400,
-        `payload.to.endpoint: ${endpoint.host} is not an allowed push service (PUSH_ENDPOINT_HOSTS)`,
-      );
-    }
-    return answerSend(c, deps, {
-      label: "Push",
-      dryRun: dry_run,
-      idempotencyKey,
-      content: {
-        channel: "push",
-        recipient: push.to.endpoint,
-        sender: deps.config.VAPID_SUBJECT,
-        push: {
-          keys: push.to.keys,
-          title: push.title,
-          body: push.body,
-          data: push.data ?? null,
-          ttlSeconds: push.ttl ?? null,
-        },
-      },
-      retryEnabled: retry_enabled,
-      notificationType: notification_type,
-    });
-  },
-});
+/** A payload the schema accepts is refused all the same when its push service is not allowed. */
+export function refusePush(payload: z.output<typeof pushPayload>, config: Config): string | undefined {
+  const endpoint = new URL(payload.to.endpoint);
+  if (hostAllowed(endpoint, config.PUSH_ENDPOINT_HOSTS)) return undefined;
+  return `payload.to.endpoint: ${endpoint.host} is not an allowed push service (PUSH_ENDPOINT_HOSTS)`;
+}
+
+/** The message's content: the sender is the VAPID subject, as push services see it. */
+export function pushContent(payload: z.output<typeof pushPayload>, config: Config): ContentOf<"push"> {
+  return {
+    channel: "push",
+    recipient: payload.to.endpoint,
+    sender: config.VAPID_SUBJECT,
+    push: {
+      keys: payload.to.keys,
+      title: payload.title,
+      body: payload.body,
+      data: payload.data ?? null,
+      ttlSeconds: payload.ttl ?? null,
+    },
+  };
+}

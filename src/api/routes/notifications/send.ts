@@ -1,0 +1,38 @@
+import type { Channel } from "../../../channels/channel.js";
+import { channels } from "../../../channels/index.js";
+import { ApiError } from "../../errors.js";
+import { parseJsonBody } from "../../json-body.js";
+import { defineRoute } from "../../types.js";
+import { answerSend, sendBody, sendRouteDefinition } from "./send-route.js";
+
+/** `POST /api/v1/notifications/<channel>`: the send endpoint of one channel, from its definition. */
+export function sendRoute(channel: Channel) {
+  const body = sendBody(channel.payload);
+  return defineRoute({
+    auth: "api-key",
+    rateLimit: "send",
+    definition: sendRouteDefinition({
+      ...channel.route,
+      body,
+      acceptedMessage: `${channel.label} notification accepted`,
+    }),
+    async handler(c, deps) {
+      const { dry_run } = c.req.valid("query");
+      const { "Idempotency-Key": idempotencyKey } = c.req.valid("header");
+      const request = await parseJsonBody(c, body);
+      const refused = channel.refuse?.(request.payload, deps.config);
+      if (refused !== undefined) throw new ApiError(400, refused);
+      return answerSend(c, deps, {
+        label: channel.label,
+        dryRun: dry_run,
+        idempotencyKey,
+        content: channel.content(request.payload, deps.config),
+        retryEnabled: request.retry_enabled,
+        notificationType: request.notification_type,
+      });
+    },
+  });
+}
+
+/** One send endpoint per channel, in the channels' order. */
+export const sendRoutes = channels.map((channel) => sendRoute(channel));

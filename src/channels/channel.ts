@@ -1,0 +1,82 @@
+import type { z } from "zod";
+import type { Database } from "../../db/client.js";
+import type { DeliveryError, DeliveryOutcome } from "../domain/delivery-outcome.js";
+import type { MessageContent, RejectedReason } from "../domain/message.js";
+import type { Config } from "../runtime/config.js";
+import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
+
+/**
+ * What a channel is, for the code that handles every channel alike: the send route builds its
+ * endpoint from it, the projection its record's columns, the worker its deliveries and providers.
+ * Each channel is one folder (`sms/`, `email/`, `push/`) whose `index.ts` exports its `Channel`;
+ * `index.ts` here lists them.
+ */
+export interface Channel<
+  N extends ChannelName = ChannelName,
+  P extends z.ZodType = z.ZodType,
+  M extends ProviderMessage = ProviderMessage,
+> {
+  readonly name: N;
+  /** "SMS", "Email", "Push": how the answers name it ("SMS notification accepted"). */
+  readonly label: string;
+  /** The send endpoint, as the OpenAPI document shows it. */
+  readonly route: { path: string; summary: string; description: string };
+  /** The send request's `payload`: the channel's request schema. */
+  readonly payload: P;
+  /** Why a valid payload is refused all the same (a 400), when the configuration forbids it. */
+  refuse?(payload: z.output<P>, config: Config): string | undefined;
+  /** The message's channel content, from a validated payload. */
+  content(payload: z.output<P>, config: Config): ContentOf<N>;
+  /** The record's channel columns: `payload.message`, `payload.subject`, `payload.template_fields`. */
+  record(message: MessageOf<N>): RecordColumns;
+  /**
+   * Gets a message ready for the channel's provider, or says why it never can be. Throws only
+   * when the database does, or something else worth retrying.
+   */
+  prepare(message: MessageOf<N>, deps: PrepareDeps<M>): Promise<Prepared> | Prepared;
+  /** The provider the config names. Loads provider code only when called: the web process never does. */
+  createProvider(config: Config, options?: ProviderOptions): Promise<Provider<M>>;
+}
+
+export type ChannelName = MessageContent["channel"];
+
+/** An accepted message of channel `N`. */
+export type MessageOf<N extends ChannelName> = Extract<MessageContent, { channel: N }>;
+
+/** What a send request says about its channel: the message minus what acceptance fills in. */
+export type ContentOf<N extends ChannelName> = N extends ChannelName
+  ? Omit<
+      MessageOf<N>,
+      "id" | "organizationId" | "productId" | "priority" | "notificationType" | "retryEnabled" | "expiresAt"
+    >
+  : never;
+
+/** The `messages` columns whose meaning depends on the channel. */
+export interface RecordColumns {
+  body: string | null;
+  subject: string | null;
+  templateFields: unknown;
+}
+
+export interface PrepareDeps<M extends ProviderMessage> {
+  db: Database;
+  /** The channel's provider, as configured. */
+  provider: Provider<M>;
+  now: () => Date;
+}
+
+/**
+ * A message made ready for its provider, or the reason it never can be: an e-mail whose
+ * template is missing or does not render is rejected before any provider is called.
+ */
+export type Prepared =
+  | { ready: true; provider: string; send(attempt: number): Promise<DeliveryOutcome> }
+  | { ready: false; reason: RejectedReason; error: DeliveryError };
+
+/** A message ready for `provider`: each attempt sends what `build` makes for it. */
+export function readyFor<M extends ProviderMessage>(
+  provider: Provider<M>,
+  build: (attempt: number) => M,
+): Prepared {
+  return { ready: true, provider: provider.name, send: (attempt) => provider.send(build(attempt)) };
+}

@@ -1,0 +1,55 @@
+import { type MessageOf, type PrepareDeps, type Prepared, readyFor } from "../channel.js";
+import type { EmailAddress, EmailMessage } from "./providers/provider.js";
+import type { RenderedEmail } from "./templates/render.js";
+import { TemplateRenderError } from "./templates/render-error.js";
+import { renderSandbox } from "./templates/sandbox.js";
+import { findTemplate } from "./templates/store.js";
+
+/**
+ * Renders an e-mail from its organization's template; a template that is missing or does not
+ * render makes the message rejected before the provider is called. Throws only when the database
+ * does, or when the template sandbox cannot start its thread (both worth retrying).
+ */
+export async function prepareEmail(
+  message: MessageOf<"email">,
+  { db, provider }: PrepareDeps<EmailMessage>,
+): Promise<Prepared> {
+  const fields = message.email;
+  // Rendered at each attempt from the template as it is now: an edit reaches unsent messages.
+  const template = await findTemplate(db, message.organizationId, fields.template_name);
+  if (!template) {
+    return {
+      ready: false,
+      reason: "template_not_found",
+      error: {
+        class: "rejected",
+        code: "template_not_found",
+        message: `no template named "${fields.template_name}" in this organization`,
+      },
+    };
+  }
+  let rendered: RenderedEmail;
+  try {
+    // On the sandbox's thread, so a template cannot hold the other jobs' event loop.
+    rendered = await renderSandbox.render(template, fields);
+  } catch (error) {
+    if (!(error instanceof TemplateRenderError)) throw error;
+    return {
+      ready: false,
+      reason: "template_render_failed",
+      error: { class: "rejected", code: "template_render_failed", message: error.message },
+    };
+  }
+  const { from_email, from_name, to } = fields.message;
+  const recipients = (type: "to" | "cc" | "bcc"): EmailAddress[] =>
+    to.filter((r) => r.type === type).map((r) => ({ email: r.email, ...(r.name && { name: r.name }) }));
+  return readyFor(provider, (attempt) => ({
+    messageId: message.id,
+    from: { email: from_email, ...(from_name && { name: from_name }) },
+    to: recipients("to"),
+    cc: recipients("cc"),
+    bcc: recipients("bcc"),
+    ...rendered,
+    attempt,
+  }));
+}

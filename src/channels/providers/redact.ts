@@ -1,0 +1,33 @@
+import type { DeliveryError, DeliveryOutcome } from "../../domain/delivery-outcome.js";
+
+/** The longest error message a provider reports. */
+export const MAX_ERROR_MESSAGE_LENGTH = 300;
+
+/** `text` with every (non-empty) secret replaced by "[redacted]". */
+export function redact(text: string, secrets: readonly string[]): string {
+  let redacted = text;
+  for (const secret of secrets) if (secret !== "") redacted = redacted.replaceAll(secret, "[redacted]");
+  return redacted;
+}
+
+/** `text` cut to `max` characters, the last one an ellipsis when anything was cut. */
+export function truncate(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/**
+ * An error message fit for logs and the API, which must never carry a secret: redacted, then cut
+ * (the other way round, a cut secret would no longer match and leak in part).
+ */
+export function cleanMessage(message: string, secrets: readonly string[]): string {
+  return truncate(redact(message, secrets), MAX_ERROR_MESSAGE_LENGTH);
+}
+
+/** A provider's failed outcome, its message cleaned of `secrets`. */
+export function failedOutcome(
+  provider: string,
+  error: DeliveryError,
+  secrets: readonly string[],
+): DeliveryOutcome {
+  return { ok: false, provider, error: { ...error, message: cleanMessage(error.message, secrets) } };
+}

@@ -1,0 +1,85 @@
+import { parsePhoneNumberFromString } from "libphonenumber-js/max";
+import { z } from "zod";
+import type { Config } from "../../runtime/config.js";
+import type { ContentOf } from "../channel.js";
+import { payloadObjectError } from "../request.js";
+
+/**
+ * A phone number in international format (a leading + and the country code), normalised to E.164.
+ * Digits without the + are refused rather than guessed at: a national number read as
+ * international is often another country's valid number (a US 646 555 0100 read as +64… is in New Zealand).
+ */
+export const phoneNumber = z
+  .string({ error: "must be a string" })
+  .transform((value, ctx) => {
+    const trimmed = value.trim();
+    // extract: false, the whole string must be the number ("call +1… now" is not one), which
+    // also spares libphonenumber a search through the text.
+    const parsed = trimmed.startsWith("+")
+      ? parsePhoneNumberFromString(trimmed, { extract: false })
+      : undefined;
+    if (!parsed?.isValid()) {
+      ctx.addIssue({
+        code: "custom",
+        message:
+          "must be a valid phone number in international format: + and the country code, e.g. +14155550100",
+      });
+      return z.NEVER;
+    }
+    return parsed.number;
+  })
+  .meta({
+    description:
+      "A phone number in international format (+ and the country code; spaces, dots, dashes and brackets allowed), normalised to E.164",
+    example: "+14155550100",
+  });
+
+const ALPHANUMERIC_SENDER = /^(?=.*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9 ]{0,9}[A-Za-z0-9])?$/;
+const SHORT_CODE = /^\d{3,8}$/;
+
+/** An SMS sender: an alphanumeric id (1-11 characters, one letter at least), a short code, or E.164. */
+export const smsSender = z
+  .string({ error: "must be a string" })
+  .transform((value, ctx) => {
+    const trimmed = value.trim();
+    if (ALPHANUMERIC_SENDER.test(trimmed) || SHORT_CODE.test(trimmed)) return trimmed;
+    const parsed = trimmed.startsWith("+")
+      ? parsePhoneNumberFromString(trimmed, { extract: false })
+      : undefined;
+    if (parsed?.isValid()) return parsed.number;
+    ctx.addIssue({
+      code: "custom",
+      message:
+        "must be an alphanumeric sender id (1-11 letters, digits or spaces, at least one letter), a short code, or an E.164 number",
+    });
+    return z.NEVER;
+  })
+  .meta({
+    description:
+      "An alphanumeric sender id (1-11 letters, digits or inner spaces, one letter at least), a 3-8 digit short code or an E.164 number; default `SMS_DEFAULT_SENDER`",
+    example: "ACME",
+  });
+
+/** An SMS send request's `payload`. */
+export const smsPayload = z.strictObject(
+  {
+    to: phoneNumber,
+    body: z
+      .string({ error: "must be a string" })
+      .max(1600, "must be at most 1600 characters")
+      .refine((v) => v.trim().length > 0, "must not be empty")
+      .meta({ description: "The text: 1-1600 characters, not blank", minLength: 1, pattern: "\\S" }),
+    sender: smsSender.optional(),
+  },
+  payloadObjectError,
+);
+
+/** The message's content: the sender, when the request names none, is `SMS_DEFAULT_SENDER`. */
+export function smsContent(payload: z.output<typeof smsPayload>, config: Config): ContentOf<"sms"> {
+  return {
+    channel: "sms",
+    recipient: payload.to,
+    sender: payload.sender ?? config.SMS_DEFAULT_SENDER,
+    body: payload.body,
+  };
+}

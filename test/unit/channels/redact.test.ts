@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import {
+  cleanMessage,
+  failedOutcome,
+  MAX_ERROR_MESSAGE_LENGTH,
+  redact,
+  truncate,
+} from "../../../src/channels/providers/redact.js";
+
+describe("redact", () => {
+  it("replaces every occurrence of every secret", () => {
+    expect(redact("token abc and abc, key xyz", ["abc", "xyz"])).toBe(
+      "token [redacted] and [redacted], key [redacted]",
+    );
+  });
+
+  it("ignores empty secrets (which would otherwise match between every character)", () => {
+    expect(redact("plain text", ["", "text"])).toBe("plain [redacted]");
+    expect(redact("plain text", [])).toBe("plain text");
+  });
+});
+
+describe("truncate", () => {
+  it("keeps text that fits, and cuts longer text to max characters ending in an ellipsis", () => {
+    expect(truncate("12345", 5)).toBe("12345");
+    expect(truncate("123456", 5)).toBe("1234…");
+  });
+});
+
+describe("cleanMessage and failedOutcome", () => {
+  it("redacts before cutting, so a secret across the cut cannot leak in part", () => {
+    const secret = "s".repeat(40);
+    const message = `${"x".repeat(MAX_ERROR_MESSAGE_LENGTH - 20)}${secret}${"y".repeat(40)}`;
+    const cleaned = cleanMessage(message, [secret]);
+    expect(cleaned).not.toContain("s");
+    expect(cleaned).toContain("[redacted]");
+    expect(cleaned.length).toBe(MAX_ERROR_MESSAGE_LENGTH);
+    expect(cleaned.endsWith("…")).toBe(true);
+  });
+
+  it("a failed outcome keeps the error's fields and cleans its message", () => {
+    const error = {
+      class: "transient" as const,
+      code: "timeout",
+      message: "token hunter2 timed out",
+      retryAfterMs: 5,
+    };
+    expect(failedOutcome("twilio", error, ["hunter2"])).toStrictEqual({
+      ok: false,
+      provider: "twilio",
+      error: { class: "transient", code: "timeout", message: "token [redacted] timed out", retryAfterMs: 5 },
+    });
+  });
+});
