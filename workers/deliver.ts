@@ -2,16 +2,11 @@ import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
 import { type Prepared, type Providers, prepareDelivery } from "../src/channels/prepare.js";
+import { type Command, decide } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import {
-  type Command,
-  decide,
-  fold,
-  isTerminal,
-  type MessageEvent,
-  type MessageState,
-} from "../src/domain/message.js";
+import type { MessageEvent } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
+import { fold, isTerminal, type MessageState } from "../src/domain/state.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { DeliveryJobData } from "../src/store/delivery-queue.js";

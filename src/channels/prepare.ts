@@ -5,7 +5,7 @@ import type {
   MessageContent,
   PushMessageContent,
   RejectedReason,
-} from "../domain/message.js";
+} from "../domain/events.js";
 import type { PriorityTier } from "../domain/priority.js";
 import type { EmailAddress, EmailProvider } from "./email/providers/provider.js";
 import type { RenderedEmail } from "./email/templates/render.js";

@@ -1,5 +1,6 @@
 import type { messages } from "../../db/schema.js";
-import type { MessageContent, MessageState } from "../domain/message.js";
+import type { MessageContent } from "../domain/events.js";
+import type { MessageState } from "../domain/state.js";
 
 export type MessageRow = typeof messages.$inferSelect;
 

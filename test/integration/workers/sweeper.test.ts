@@ -2,7 +2,7 @@ import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../src/api/app.js";
-import { decide } from "../../../src/domain/message.js";
+import { decide } from "../../../src/domain/decide.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
 import { DELIVERY_QUEUE, type DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { appendEvents, loadMessage } from "../../../src/store/events.js";

@@ -1,27 +1,26 @@
 import { describe, expect, it } from "vitest";
+import { type Command, type Decision, decide, type Refusal } from "../../../src/domain/decide.js";
 import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
 import {
-  type Command,
-  type Decision,
-  decide,
-  evolve,
   type FailedReason,
-  fold,
-  IllegalTransitionError,
-  initialState,
-  isTerminal,
   type MessageContent,
   type MessageEvent,
-  type MessageState,
-  type Refusal,
   type RejectedReason,
   type SmsMessageContent,
   STATUSES,
   type Status,
   TERMINAL_STATUSES,
   TRANSITIONS,
-} from "../../../src/domain/message.js";
+} from "../../../src/domain/events.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
+import {
+  evolve,
+  fold,
+  IllegalTransitionError,
+  initialState,
+  isTerminal,
+  type MessageState,
+} from "../../../src/domain/state.js";
 
 // ---------------------------------------------------------------------------------------------
 // Fixed clock, policy and message
