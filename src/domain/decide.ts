@@ -15,7 +15,24 @@ export type Command =
    * (e-mail) its template is missing or cannot be rendered. `error` says why, for the history.
    */
   | { type: "reject_before_send"; reason: RejectedReason; error?: DeliveryError; now: Date }
-  | { type: "start_attempt"; now: Date; policy: RetryPolicy; random: number }
+  /**
+   * A delivery job wants the next attempt to start. The worker passes the facts, the domain
+   * decides: reject, expire, wait, ask for the preparation, or start.
+   */
+  | {
+      type: "start_attempt";
+      now: Date;
+      policy: RetryPolicy;
+      random: number;
+      /** Whether the message's organization is active now. Checked before the first attempt only. */
+      organizationActive: boolean;
+      /**
+       * The channel's preparation of the message for this attempt. Preparing is I/O (a template
+       * render), so the first ask goes without it and is answered `preparation_needed` only when
+       * an attempt would really start; the caller prepares and asks again with the same facts.
+       */
+      preparation?: Preparation;
+    }
   | {
       type: "record_outcome";
       attempt: number;
@@ -25,10 +42,20 @@ export type Command =
       random: number;
     };
 
-/** Why a command produced no events; the caller decides what that means (usually: nothing to do). */
+/**
+ * What the channel answered when asked to make the message ready for its provider: ready, or
+ * never sendable (an e-mail whose template is missing or does not render).
+ */
+export type Preparation = { ready: true } | { ready: false; reason: RejectedReason; error: DeliveryError };
+
+/**
+ * Why a command produced no events; the caller decides what that means (usually: nothing to do).
+ * `preparation_needed`: the attempt can start once the message is prepared; ask again with it.
+ */
 export type Refusal =
   | { refused: "already_final"; status: Status }
   | { refused: "not_due"; dueAt: string }
+  | { refused: "preparation_needed" }
   | { refused: "illegal"; reason: string };
 
 export type Decision = { events: MessageEvent[] } | Refusal;
@@ -46,21 +73,10 @@ export function decide(state: MessageState, command: Command): Decision {
           { type: "accepted", retryCount: 0, occurredAt: command.now.toISOString(), data: command.message },
         ],
       };
-    case "reject_before_send": {
+    case "reject_before_send":
       if (state.status !== "accepted" && state.status !== "pending")
         return { refused: "illegal", reason: `cannot reject a ${state.status} message before sending` };
-      const { reason, error } = command;
-      return {
-        events: [
-          {
-            type: "rejected",
-            retryCount: state.retryCount,
-            occurredAt: command.now.toISOString(),
-            data: { reason, attempt: state.attempts, ...(error && { error }) },
-          },
-        ],
-      };
-    }
+      return rejectBeforeSend(state, command.reason, command.error, command.now);
     case "start_attempt":
       return startAttempt(state, command);
     case "record_outcome":
@@ -72,7 +88,55 @@ export function decide(state: MessageState, command: Command): Decision {
   }
 }
 
-function startAttempt(state: MessageState, command: Extract<Command, { type: "start_attempt" }>): Decision {
+type StartAttempt = Extract<Command, { type: "start_attempt" }>;
+
+/**
+ * The checks before an attempt, in this order: an organization deactivated since acceptance
+ * rejects the message; then the attempt itself is decided (an expired message fails, a retry not
+ * yet due waits, an interrupted attempt is counted); only an attempt that would really start
+ * needs the preparation, and content that can never be sent is rejected before it is counted.
+ */
+function startAttempt(state: MessageState, command: StartAttempt): Decision {
+  if (state.status !== "accepted" && state.status !== "pending")
+    return { refused: "illegal", reason: `cannot start an attempt on a ${state.status} message` };
+  if (state.status === "accepted" && !command.organizationActive)
+    return rejectBeforeSend(state, "organization_inactive", undefined, command.now);
+  const next = nextAttempt(state, command);
+  if (!("events" in next) || !startsAnAttempt(next.events)) return next;
+  const { preparation } = command;
+  if (!preparation) return { refused: "preparation_needed" };
+  // Rejected from the state as it was: the attempt that could not start is not counted, nor is
+  // an interrupted one it would have followed.
+  if (!preparation.ready) return rejectBeforeSend(state, preparation.reason, preparation.error, command.now);
+  return next;
+}
+
+/** Whether events end with an attempt in flight (rather than ending the message). */
+function startsAnAttempt(events: readonly MessageEvent[]): boolean {
+  const last = events.at(-1);
+  return last?.type === "pending" && last.data.kind === "attempt_started";
+}
+
+function rejectBeforeSend(
+  state: Extract<MessageState, { status: "accepted" | "pending" }>,
+  reason: RejectedReason,
+  error: DeliveryError | undefined,
+  now: Date,
+): Decision {
+  return {
+    events: [
+      {
+        type: "rejected",
+        retryCount: state.retryCount,
+        occurredAt: now.toISOString(),
+        data: { reason, attempt: state.attempts, ...(error && { error }) },
+      },
+    ],
+  };
+}
+
+/** The events of the next attempt, preparation aside: started, or the message ended or not due. */
+function nextAttempt(state: MessageState, command: StartAttempt): Decision {
   const now = command.now.toISOString();
   if (state.status === "accepted") {
     const started: MessageEvent = {
@@ -115,7 +179,7 @@ function startAttempt(state: MessageState, command: Extract<Command, { type: "st
     if (!("events" in afterInterruption)) return afterInterruption;
     const [retryNow] = afterInterruption.events;
     if (retryNow?.type !== "pending") return afterInterruption; // failed: no further attempt
-    const next = startAttempt(evolve(state, retryNow), command);
+    const next = nextAttempt(evolve(state, retryNow), command);
     return "events" in next ? { events: [retryNow, ...next.events] } : next;
   }
 

@@ -163,7 +163,14 @@ describe("sweeper", () => {
     // The first attempt failed and the provider asked to wait 800 ms; then Redis lost the job.
     const scheduled = await h.db.transaction(async (tx) => {
       let state = await loadMessage(tx, id);
-      const start = decide(state, { type: "start_attempt", now: new Date(), policy, random: 0.5 });
+      const start = decide(state, {
+        type: "start_attempt",
+        now: new Date(),
+        policy,
+        random: 0.5,
+        organizationActive: true,
+        preparation: { ready: true },
+      });
       if (!("events" in start)) throw new Error("start refused");
       state = await appendEvents(tx, state, start.events);
       const retry = decide(state, {
