@@ -2,7 +2,7 @@ import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
 import { type Prepared, type Providers, prepareDelivery } from "../src/channels/prepare.js";
-import { type Command, decide } from "../src/domain/decide.js";
+import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
@@ -96,26 +96,12 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   let decision = decide(state, start);
   let prepared: Prepared | undefined;
   if (!("events" in decision) && decision.refused === "preparation_needed") {
-    // Asked for only when an attempt would really start: preparing may render a template.
+    // Asked for only when an attempt would really start: preparing may render a template. The
+    // second ask has the same facts (and clock) plus the preparation.
     prepared = await prepareDelivery(deps, state.message);
     decision = decide(state, { ...start, preparation: prepared });
   }
-  if (!("events" in decision)) {
-    switch (decision.refused) {
-      case "not_due":
-        return Date.parse(decision.dueAt);
-      case "already_final":
-        return undefined;
-      case "illegal":
-        throw new Error(`cannot start an attempt for ${messageId}: ${decision.reason}`);
-      case "preparation_needed": // not after it was given
-        throw new Error(`cannot start an attempt for ${messageId}: preparation asked for twice`);
-      default: {
-        const never: never = decision;
-        throw new Error(`unknown refusal ${JSON.stringify(never)}`);
-      }
-    }
-  }
+  if (!("events" in decision)) return afterRefusal(decision, messageId);
   state = await append(deps, state, decision.events);
   // The domain starts an attempt only with the message prepared; otherwise the message ended.
   if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
@@ -133,6 +119,24 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   });
   logger.debug({ messageId, attempt: attempts, status: state.status }, "delivery attempt recorded");
   return state.status === "pending" && state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : undefined;
+}
+
+/** What the domain's refusal to start an attempt means for the job: when to run again, if ever. */
+function afterRefusal(refusal: Refusal, messageId: string): number | undefined {
+  switch (refusal.refused) {
+    case "not_due":
+      return Date.parse(refusal.dueAt);
+    case "already_final":
+      return undefined;
+    case "illegal":
+      throw new Error(`cannot start an attempt for ${messageId}: ${refusal.reason}`);
+    case "preparation_needed": // only ever after the preparation was given
+      throw new Error(`cannot start an attempt for ${messageId}: preparation asked for twice`);
+    default: {
+      const never: never = refusal;
+      throw new Error(`unknown refusal ${JSON.stringify(never)}`);
+    }
+  }
 }
 
 /**

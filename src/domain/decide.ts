@@ -11,8 +11,9 @@ import { evolve, isTerminal, type MessageState } from "./state.js";
 export type Command =
   | { type: "accept"; message: MessageContent; now: Date }
   /**
-   * A check before the provider call refused the message: its organization was deactivated, or
-   * (e-mail) its template is missing or cannot be rendered. `error` says why, for the history.
+   * A rejection before any provider call, for a reason the caller established. The worker does
+   * not use it: `start_attempt` decides the pre-send rejections from the facts it is given.
+   * `error` says why, for the history.
    */
   | { type: "reject_before_send"; reason: RejectedReason; error?: DeliveryError; now: Date }
   /**
@@ -24,7 +25,10 @@ export type Command =
       now: Date;
       policy: RetryPolicy;
       random: number;
-      /** Whether the message's organization is active now. Checked before the first attempt only. */
+      /**
+       * Whether the message's organization is active now. Only a message not yet attempted is
+       * rejected for it; one already being delivered goes on with its retries.
+       */
       organizationActive: boolean;
       /**
        * The channel's preparation of the message for this attempt. Preparing is I/O (a template
