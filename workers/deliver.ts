@@ -2,16 +2,11 @@ import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
 import { type Prepared, type Providers, prepareDelivery } from "../src/channels/prepare.js";
+import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import {
-  type Command,
-  decide,
-  fold,
-  isTerminal,
-  type MessageEvent,
-  type MessageState,
-} from "../src/domain/message.js";
+import type { MessageEvent } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
+import { isTerminal, type MessageState } from "../src/domain/state.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { DeliveryJobData } from "../src/store/delivery-queue.js";
@@ -78,7 +73,10 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
   };
 }
 
-/** Moves one message forward as far as it can go now. Returns when the job should run again, if it should. */
+/**
+ * Moves one message forward as far as it can go now. Returns when the job should run again, if
+ * it should. It gathers the facts the domain asks for and carries out what it decides.
+ */
 async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number | undefined> {
   const { db, logger } = deps;
   // The events and the organization's active flag in one query, shared with other jobs starting now.
@@ -88,50 +86,25 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     logger.warn({ messageId }, "delivery job for a message with no events; dropping it");
     return undefined;
   }
-  if (isTerminal(state.status)) return undefined;
-
-  if (state.status === "accepted") {
-    if (!loaded.organizationActive) {
-      await record(deps, state, {
-        type: "reject_before_send",
-        reason: "organization_inactive",
-        now: deps.now(),
-      });
-      return undefined;
-    }
-  }
-
-  const start = decide(state, {
+  const start = {
     type: "start_attempt",
     now: deps.now(),
     policy: deps.policy,
     random: deps.random(),
-  });
-  if (!("events" in start)) {
-    if (start.refused === "not_due") return Date.parse(start.dueAt);
-    if (start.refused === "already_final") return undefined;
-    throw new Error(`cannot start an attempt for ${messageId}: ${start.reason}`);
+    organizationActive: loaded.organizationActive,
+  } satisfies Command;
+  let decision = decide(state, start);
+  let prepared: Prepared | undefined;
+  if (!("events" in decision) && decision.refused === "preparation_needed") {
+    // Asked for only when an attempt would really start: preparing may render a template. The
+    // second ask has the same facts (and clock) plus the preparation.
+    prepared = await prepareDelivery(deps, state.message);
+    decision = decide(state, { ...start, preparation: prepared });
   }
-  // Starting may end the message instead (its time to live ran out): record that as it is.
-  const started = fold(start.events, state);
-  if (started.status !== "pending" || !started.attemptInFlight) {
-    await append(deps, state, start.events);
-    return undefined;
-  }
-  // Ready it before the attempt starts, so content that can never be sent (an e-mail's missing
-  // template) is rejected without counting an attempt.
-  const prepared = await prepareDelivery(deps, state.message);
-  if (!prepared.ready) {
-    await record(deps, state, {
-      type: "reject_before_send",
-      reason: prepared.reason,
-      error: prepared.error,
-      now: deps.now(),
-    });
-    return undefined;
-  }
-  state = await append(deps, state, start.events);
-  if (state.status !== "pending" || !state.attemptInFlight) return undefined;
+  if (!("events" in decision)) return afterRefusal(decision, messageId);
+  state = await append(deps, state, decision.events);
+  // The domain starts an attempt only with the message prepared; otherwise the message ended.
+  if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
 
   const { attempts } = state;
   const outcome = await sendSafely(prepared, attempts);
@@ -148,12 +121,22 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   return state.status === "pending" && state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : undefined;
 }
 
-async function record(deps: DeliverDeps, state: MessageState, command: Command): Promise<MessageState> {
-  const decision = decide(state, command);
-  if (!("events" in decision)) {
-    throw new Error(`cannot record ${command.type}: ${JSON.stringify(decision)}`);
+/** What the domain's refusal to start an attempt means for the job: when to run again, if ever. */
+function afterRefusal(refusal: Refusal, messageId: string): number | undefined {
+  switch (refusal.refused) {
+    case "not_due":
+      return Date.parse(refusal.dueAt);
+    case "already_final":
+      return undefined;
+    case "illegal":
+      throw new Error(`cannot start an attempt for ${messageId}: ${refusal.reason}`);
+    case "preparation_needed": // only ever after the preparation was given
+      throw new Error(`cannot start an attempt for ${messageId}: preparation asked for twice`);
+    default: {
+      const never: never = refusal;
+      throw new Error(`unknown refusal ${JSON.stringify(never)}`);
+    }
   }
-  return append(deps, state, decision.events);
 }
 
 /**

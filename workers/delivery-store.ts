@@ -2,7 +2,8 @@ import type postgres from "postgres";
 import type { Database } from "../db/client.js";
 import { driverOf } from "../db/driver.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
-import { fold, type MessageEvent, type MessageState } from "../src/domain/message.js";
+import type { MessageEvent } from "../src/domain/events.js";
+import { fold, type MessageState } from "../src/domain/state.js";
 import { writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { Database } from "../../db/client.js";
 import type { DeliveryError, DeliveryOutcome } from "../domain/delivery-outcome.js";
-import type { MessageContent, RejectedReason } from "../domain/message.js";
+import type { MessageContent, RejectedReason } from "../domain/events.js";
 import type { Config } from "../runtime/config.js";
 import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
 

@@ -1,5 +1,5 @@
 import type { Database } from "../../db/client.js";
-import type { MessageContent } from "../domain/message.js";
+import type { MessageContent } from "../domain/events.js";
 import type { Prepared } from "./channel.js";
 import { channelNamed, type Providers } from "./index.js";
 

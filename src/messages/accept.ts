@@ -1,8 +1,10 @@
 import type { Queue } from "bullmq";
 import type { Database } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
-import { decide, fold, initialState, type MessageContent } from "../domain/message.js";
+import { decide } from "../domain/decide.js";
+import type { MessageContent } from "../domain/events.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
+import { fold, initialState } from "../domain/state.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Config } from "../runtime/config.js";
 import type { Logger } from "../runtime/logger.js";

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Executor } from "../../db/client.js";
 import { messageEvents } from "../../db/schema.js";
 import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.js";
-import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/message.js";
+import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/events.js";
 import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });

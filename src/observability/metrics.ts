@@ -3,7 +3,8 @@ import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Database } from "../../db/client.js";
 import type { FailureClass } from "../domain/delivery-outcome.js";
-import type { Channel, MessageState } from "../domain/message.js";
+import type { Channel } from "../domain/events.js";
+import type { MessageState } from "../domain/state.js";
 
 /**
  * The Prometheus metrics of one process. Counters count what this process did (the web process

@@ -1,6 +1,6 @@
 import type postgres from "postgres";
 import { isDatabaseUnavailable } from "../../db/errors.js";
-import type { MessageEvent } from "../domain/message.js";
+import type { MessageEvent } from "../domain/events.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import { type MessageRow, recordColumns } from "./projection.js";
 

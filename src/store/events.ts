@@ -2,7 +2,8 @@ import type postgres from "postgres";
 import type { Executor } from "../../db/client.js";
 import { driverOf } from "../../db/driver.js";
 import { isUniqueViolation } from "../../db/errors.js";
-import { fold, type MessageEvent, type MessageState } from "../domain/message.js";
+import type { MessageEvent } from "../domain/events.js";
+import { fold, type MessageState } from "../domain/state.js";
 import { recordColumns, toMessageRow } from "./projection.js";
 
 /** Another writer appended to the same message first; reload and decide again. */

@@ -1,7 +1,7 @@
 import { and, eq, gt, lt, type SQL, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
-import type { Channel, Status } from "../domain/message.js";
+import type { Channel, Status } from "../domain/events.js";
 import type { MessageRow } from "./projection.js";
 
 /** Where the previous page ended: the last row's sort key. */

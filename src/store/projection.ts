@@ -1,6 +1,6 @@
 import type { messages } from "../../db/schema.js";
 import { channelNamed } from "../channels/index.js";
-import type { MessageState } from "../domain/message.js";
+import type { MessageState } from "../domain/state.js";
 
 export type MessageRow = typeof messages.$inferSelect;
 

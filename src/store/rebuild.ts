@@ -1,7 +1,8 @@
 import { asc, gt, inArray, sql } from "drizzle-orm";
 import type { Database } from "../../db/client.js";
 import { messageEvents, messages } from "../../db/schema.js";
-import { fold, type MessageEvent } from "../domain/message.js";
+import type { MessageEvent } from "../domain/events.js";
+import { fold } from "../domain/state.js";
 import { type MessageRow, toMessageRow } from "./projection.js";
 
 /**

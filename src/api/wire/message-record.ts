@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CHANNELS, STATUSES } from "../../domain/message.js";
+import { CHANNELS, STATUSES } from "../../domain/events.js";
 import { PRIORITY_TIERS } from "../../domain/priority.js";
 import type { MessageRow } from "../../store/projection.js";
 

@@ -5,9 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { organizations } from "../../../db/schema.js";
 import type { SmsMessage, SmsProvider } from "../../../src/channels/sms/providers/provider.js";
 import { SimulatorSmsProvider } from "../../../src/channels/sms/providers/simulator.js";
+import { type Command, decide } from "../../../src/domain/decide.js";
 import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
-import { decide, type MessageState } from "../../../src/domain/message.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
+import type { MessageState } from "../../../src/domain/state.js";
 import type { DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { appendEvents, ConcurrencyError, loadMessage } from "../../../src/store/events.js";
 import { createDeliveryProcessor } from "../../../workers/deliver.js";
@@ -133,6 +134,18 @@ function fakeJob(messageId: string) {
     },
   } as unknown as Job<DeliveryJobData>;
   return { job, delayedTo };
+}
+
+/** What a worker asks for a message of an active organization, prepared and ready to send. */
+function startNow(): Command {
+  return {
+    type: "start_attempt",
+    now: new Date(),
+    policy,
+    random: 0.5,
+    organizationActive: true,
+    preparation: { ready: true },
+  };
 }
 
 /** Appends what the domain decides for a command, as a worker would, from a freshly loaded state. */
@@ -294,7 +307,7 @@ describe("the processor run by hand on a message whose job is still queued", () 
   it("given an attempt started by a worker that died, then the next run records it as interrupted and delivers again", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "again" } });
     // The worker that died got as far as recording the start of attempt 1.
-    await appendDecided(idle, id, () => ({ type: "start_attempt", now: new Date(), policy, random: 0.5 }));
+    await appendDecided(idle, id, startNow);
 
     const provider = new RecordingProvider();
     await processorFor(idle, provider)(fakeJob(id).job);
@@ -319,7 +332,7 @@ describe("the processor run by hand on a message whose job is still queued", () 
 
   it("given a retry scheduled in the future, then the processor moves the job to the retry time without an attempt", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "later" } });
-    await appendDecided(idle, id, () => ({ type: "start_attempt", now: new Date(), policy, random: 0.5 }));
+    await appendDecided(idle, id, startNow);
     const scheduled = await appendDecided(idle, id, (state) => ({
       type: "record_outcome",
       attempt: state.status === "pending" ? state.attempts : 0,
@@ -383,7 +396,7 @@ describe("the event store", () => {
 
   it("given stored events, then UPDATE, DELETE and TRUNCATE of message_events are refused as append-only", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "history" } });
-    await appendDecided(idle, id, () => ({ type: "start_attempt", now: new Date(), policy, random: 0.5 }));
+    await appendDecided(idle, id, startNow);
     const before = await eventsOf(idle.db, id);
     expect(before).toHaveLength(2);
 
@@ -411,7 +424,7 @@ describe("the event store", () => {
   it("given two appends decided from the same loaded state, then the second throws ConcurrencyError and writes nothing", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "race" } });
     const loaded = await loadMessage(idle.db, id);
-    const decision = decide(loaded, { type: "start_attempt", now: new Date(), policy, random: 0.5 });
+    const decision = decide(loaded, startNow());
     if (!("events" in decision)) throw new Error("refused");
 
     await idle.db.transaction((tx) => appendEvents(tx, loaded, decision.events));
@@ -431,7 +444,7 @@ describe("the event store", () => {
       reason: "organization_inactive",
       now: new Date(),
     });
-    const start = decide(loaded, { type: "start_attempt", now: new Date(), policy, random: 0.5 });
+    const start = decide(loaded, startNow());
     if (!("events" in reject) || !("events" in start)) throw new Error("refused");
 
     const results = await Promise.allSettled([

@@ -3,7 +3,7 @@ import { expect } from "vitest";
 import type { Database } from "../../../db/client.js";
 import { messageEvents, messages } from "../../../db/schema.js";
 import type { DeliveryError } from "../../../src/domain/delivery-outcome.js";
-import { type Status, TERMINAL_STATUSES, TRANSITIONS } from "../../../src/domain/message.js";
+import { type Status, TERMINAL_STATUSES, TRANSITIONS } from "../../../src/domain/events.js";
 import type { MessageRow } from "../../../src/store/projection.js";
 
 /** One row of `message_events`, as stored. */

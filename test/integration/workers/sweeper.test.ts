@@ -2,7 +2,7 @@ import { type Job, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../src/api/app.js";
-import { decide } from "../../../src/domain/message.js";
+import { decide } from "../../../src/domain/decide.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
 import { DELIVERY_QUEUE, type DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { appendEvents, loadMessage } from "../../../src/store/events.js";
@@ -163,7 +163,14 @@ describe("sweeper", () => {
     // The first attempt failed and the provider asked to wait 800 ms; then Redis lost the job.
     const scheduled = await h.db.transaction(async (tx) => {
       let state = await loadMessage(tx, id);
-      const start = decide(state, { type: "start_attempt", now: new Date(), policy, random: 0.5 });
+      const start = decide(state, {
+        type: "start_attempt",
+        now: new Date(),
+        policy,
+        random: 0.5,
+        organizationActive: true,
+        preparation: { ready: true },
+      });
       if (!("events" in start)) throw new Error("start refused");
       state = await appendEvents(tx, state, start.events);
       const retry = decide(state, {

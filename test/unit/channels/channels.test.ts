@@ -3,7 +3,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { channelNamed, channels } from "../../../src/channels/index.js";
-import { CHANNELS } from "../../../src/domain/message.js";
+import { CHANNELS } from "../../../src/domain/events.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { CHANNELS, STATUSES } from "../../../domain/message.js";
+import { CHANNELS, STATUSES } from "../../../domain/events.js";
 import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
 import { defineRoute } from "../../types.js";

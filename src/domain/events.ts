@@ -1,0 +1,97 @@
+import type { EmailTemplateFields } from "../channels/email/content.js";
+import type { PushContent } from "../channels/push/content.js";
+import type { DeliveryError } from "./delivery-outcome.js";
+import type { NotificationType, PriorityTier } from "./priority.js";
+
+/**
+ * What a message's life is made of: its channels and statuses, the transition table, the content
+ * fixed at acceptance and the events recorded after it. Timestamps are ISO 8601 strings so
+ * events are plain JSON.
+ */
+
+export const CHANNELS = ["email", "sms", "push"] as const;
+export type Channel = (typeof CHANNELS)[number];
+
+export const STATUSES = ["accepted", "pending", "success", "failed", "rejected"] as const;
+export type Status = (typeof STATUSES)[number];
+
+/** The design's transition table. Anything not listed is illegal and never written. */
+export const TRANSITIONS: Readonly<Record<Status | "initial", readonly Status[]>> = {
+  initial: ["accepted"],
+  accepted: ["pending", "rejected"],
+  pending: ["pending", "success", "rejected", "failed"],
+  success: [],
+  failed: [],
+  rejected: [],
+};
+
+export const TERMINAL_STATUSES: readonly Status[] = ["success", "failed", "rejected"];
+
+interface CommonContent {
+  id: string;
+  organizationId: string;
+  productId: string;
+  priority: PriorityTier;
+  notificationType: NotificationType | null;
+  retryEnabled: boolean;
+  /** E.164 number (SMS), the `to` addresses (e-mail), the subscription's endpoint (push). */
+  recipient: string;
+  /** Sender id (SMS), `from_email` (e-mail), the VAPID subject (push). */
+  sender: string;
+  /** After this instant no attempt starts and no retry is scheduled. */
+  expiresAt: string;
+}
+
+/** Everything fixed at acceptance. Timestamps are ISO 8601 strings so events are plain JSON. */
+export type MessageContent =
+  | (CommonContent & { channel: "sms"; body: string })
+  | (CommonContent & { channel: "email"; email: EmailTemplateFields })
+  | (CommonContent & { channel: "push"; push: PushContent });
+export type SmsMessageContent = Extract<MessageContent, { channel: "sms" }>;
+export type EmailMessageContent = Extract<MessageContent, { channel: "email" }>;
+export type PushMessageContent = Extract<MessageContent, { channel: "push" }>;
+
+export const FAILED_REASONS = [
+  "retries_exhausted",
+  "retries_disabled",
+  "ttl_expired",
+  "permanent_error",
+  "outcome_unknown",
+] as const;
+export type FailedReason = (typeof FAILED_REASONS)[number];
+export const REJECTED_REASONS = [
+  "organization_inactive",
+  "recipient_refused",
+  "template_not_found",
+  "template_render_failed",
+] as const;
+export type RejectedReason = (typeof REJECTED_REASONS)[number];
+
+export type MessageEvent =
+  | { type: "accepted"; retryCount: 0; occurredAt: string; data: MessageContent }
+  | {
+      type: "pending";
+      retryCount: number;
+      occurredAt: string;
+      data:
+        | { kind: "attempt_started"; attempt: number }
+        | { kind: "retry_scheduled"; attempt: number; error: DeliveryError; retryAt: string };
+    }
+  | {
+      type: "success";
+      retryCount: number;
+      occurredAt: string;
+      data: { attempt: number; provider: string; providerMessageId: string };
+    }
+  | {
+      type: "failed";
+      retryCount: number;
+      occurredAt: string;
+      data: { reason: FailedReason; attempt: number; error?: DeliveryError };
+    }
+  | {
+      type: "rejected";
+      retryCount: number;
+      occurredAt: string;
+      data: { reason: RejectedReason; attempt: number; error?: DeliveryError };
+    };
