@@ -1,7 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { databaseQueueLimits } from "../../../store/micro-batch.js";
-import { findMessageRow } from "../../../store/records.js";
 import { ApiError } from "../../errors.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
@@ -29,7 +27,7 @@ export const getMessage = defineRoute({
   async handler(c, deps) {
     const { message_id } = c.req.valid("param");
     const organization = c.get("organization");
-    const row = await findMessageRow(deps.db, organization.id, message_id, databaseQueueLimits(deps.config));
+    const row = await deps.store.findRecord(organization.id, message_id);
     // Another organization's message is indistinguishable from an unknown one.
     if (!row) throw new ApiError(404, "Message not found");
     return c.json(toMessageRecord(row), 200);
