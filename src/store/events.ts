@@ -112,18 +112,28 @@ export function eventRows(
   return into;
 }
 
+/** Columns of an {@link EventInsert}: the append's input, as a `json_to_recordset` definition. */
+export const EVENT_INPUT = `message_id uuid, organization_id uuid, seq integer, type text, retry_count integer,
+  data jsonb, occurred_at timestamptz`;
+const EVENT_NAMES = "message_id, organization_id, seq, type, retry_count, data, occurred_at";
+
 /**
- * The append: the INSERT of rows from {@link eventRows}, as a statement of its own or a part of a
- * larger one; `where` picks some of them (`e` is the input). A sequence number already taken
+ * The append: the INSERT of the rows of `source`, a relation whose rows are {@link EventInsert}s
+ * ({@link EVENT_INPUT}), as a part of a larger statement. A sequence number already taken
  * (`unique(message_id, seq)`) fails the whole statement: another writer appended first.
  */
-export function insertEvents(sql: SqlClient, rows: readonly EventInsert[], where?: postgres.Fragment) {
+export function insertEventsFrom(sql: SqlClient, source: postgres.Fragment) {
   return sql`
-    insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
-    select message_id, organization_id, seq, type, retry_count, data, occurred_at
-    from json_to_recordset(${JSON.stringify(rows)}::json) as e(message_id uuid, organization_id uuid,
-      seq integer, type text, retry_count integer, data jsonb, occurred_at timestamptz)
-    ${where ?? sql``}`;
+    insert into message_events (${sql.unsafe(EVENT_NAMES)})
+    select ${sql.unsafe(EVENT_NAMES)} from ${source}`;
+}
+
+/** {@link insertEventsFrom} the rows of {@link eventRows}. */
+export function insertEvents(sql: SqlClient, rows: readonly EventInsert[]) {
+  return insertEventsFrom(
+    sql,
+    sql`json_to_recordset(${JSON.stringify(rows)}::json) as e(${sql.unsafe(EVENT_INPUT)})`,
+  );
 }
 
 /** One message's append: the events after `state`, and the record they fold to. */
