@@ -5,12 +5,22 @@ import * as schema from "./schema.js";
 export type Database = PostgresJsDatabase<typeof schema>;
 /** A database handle or an open transaction: data functions accept either. */
 export type Executor = Database | Parameters<Parameters<Database["transaction"]>[0]>[0];
+/**
+ * The postgres.js client under the drizzle handle ({@link createDatabase}), or one of its
+ * transactions. The hot paths write their SQL with it: postgres.js prepares a tagged template's
+ * statement once per connection, while drizzle builds the query text anew on every call and
+ * sends it unprepared. Drizzle has turned the client's own JSON and date serialisation off, so
+ * those statements pass JSON as text and read dates as text or numbers.
+ */
+export type SqlClient = postgres.ISql;
 
 export interface DatabaseOptions {
   url: string;
   poolSize?: number;
   /** Seconds to wait for a connection before failing (fail fast on the request path). */
   connectTimeoutSeconds?: number;
+  /** Called with the text of each statement sent (tests count them). */
+  onQuery?: (query: string) => void;
 }
 
 export function createDatabase(options: DatabaseOptions): { db: Database; sql: postgres.Sql } {
@@ -19,6 +29,7 @@ export function createDatabase(options: DatabaseOptions): { db: Database; sql: p
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     onnotice: () => {},
+    debug: options.onQuery && ((_connection, query) => options.onQuery?.(query)),
   });
   return { db: drizzle(sql, { schema }), sql };
 }

@@ -18,6 +18,8 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { CHANNELS, type MessageEvent, STATUSES } from "../src/domain/events.js";
+import { PRIORITY_TIERS } from "../src/domain/priority.js";
 
 const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
 /** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
@@ -55,6 +57,11 @@ export const apiKeys = pgTable(
   ],
 );
 
+/** An event's type is the status it moves its message to. */
+const EVENT_TYPES = STATUSES satisfies readonly MessageEvent["type"][];
+/** `'a','b'`: a list of the domain's, as the SQL of a check constraint. */
+const sqlList = (values: readonly string[]) => sql.raw(values.map((value) => `'${value}'`).join(","));
+
 /** The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). */
 export const messageEvents = pgTable(
   "message_events",
@@ -62,7 +69,7 @@ export const messageEvents = pgTable(
     position: bigserial("position", { mode: "number" }).primaryKey(),
     messageId: uuid("message_id").notNull(),
     seq: integer("seq").notNull(),
-    type: text("type", { enum: ["accepted", "pending", "success", "failed", "rejected"] }).notNull(),
+    type: text("type", { enum: EVENT_TYPES }).notNull(),
     retryCount: integer("retry_count").notNull(),
     data: jsonb("data").notNull(),
     occurredAt: timestamptz("occurred_at").notNull(),
@@ -72,10 +79,7 @@ export const messageEvents = pgTable(
   (t) => [
     unique("message_events_message_seq_unique").on(t.messageId, t.seq),
     check("message_events_seq_positive", sql`${t.seq} >= 1`),
-    check(
-      "message_events_type_valid",
-      sql`${t.type} in ('accepted','pending','success','failed','rejected')`,
-    ),
+    check("message_events_type_valid", sql`${t.type} in (${sqlList(EVENT_TYPES)})`),
   ],
 );
 
@@ -86,9 +90,9 @@ export const messages = pgTable(
     messageId: uuid("message_id").primaryKey(),
     organizationId: uuid("organization_id").notNull(),
     productId: text("product_id").notNull(),
-    channel: text("channel", { enum: ["email", "sms", "push"] }).notNull(),
-    status: text("status", { enum: ["accepted", "pending", "success", "failed", "rejected"] }).notNull(),
-    priority: text("priority", { enum: ["critical", "high", "medium", "low"] }).notNull(),
+    channel: text("channel", { enum: CHANNELS }).notNull(),
+    status: text("status", { enum: STATUSES }).notNull(),
+    priority: text("priority", { enum: PRIORITY_TIERS }).notNull(),
     notificationType: text("notification_type"),
     recipient: text("recipient").notNull(),
     sender: text("sender").notNull(),

@@ -4,9 +4,9 @@ import { rebuildProjections } from "../src/store/rebuild.js";
 
 /** `npm run projections:rebuild`: recomputes every message record from its events. */
 const config = loadConfig();
-const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 2 });
+const { sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 2 });
 const started = Date.now();
-rebuildProjections(db)
+rebuildProjections(sql)
   .then((count) =>
     console.log(`rebuilt ${count} message records from their events in ${Date.now() - started} ms`),
   )

@@ -12,10 +12,12 @@ import type { Logger } from "../src/runtime/logger.js";
 import type { DeliveryJobData } from "../src/store/delivery-queue.js";
 import { ConcurrencyError } from "../src/store/events.js";
 import type { DatabaseGate } from "./database-gate.js";
-import { appendForDelivery, loadForDelivery } from "./delivery-store.js";
+import type { DeliveryStore } from "./delivery-store.js";
 
 export interface DeliverDeps {
   db: Database;
+  /** The message's events and record: loads and appends grouped with the other jobs'. */
+  store: DeliveryStore;
   providers: Providers;
   policy: RetryPolicy;
   logger: Logger;
@@ -78,9 +80,9 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
  * it should. It gathers the facts the domain asks for and carries out what it decides.
  */
 async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number | undefined> {
-  const { db, logger } = deps;
+  const { logger } = deps;
   // The events and the organization's active flag in one query, shared with other jobs starting now.
-  const loaded = await loadForDelivery(db, messageId);
+  const loaded = await deps.store.load(messageId);
   let state = loaded.state;
   if (state.status === "initial") {
     logger.warn({ messageId }, "delivery job for a message with no events; dropping it");
@@ -179,7 +181,7 @@ async function recordHeld(deps: DeliverDeps, state: MessageState, command: Comma
 
 async function append(deps: DeliverDeps, state: MessageState, events: MessageEvent[]): Promise<MessageState> {
   // One statement, atomic on its own, shared (one commit) with the appends of other jobs.
-  const next = await appendForDelivery(deps.db, state, events);
+  const next = await deps.store.append(state, events);
   if (isTerminal(next.status)) deps.metrics?.messageFinished(next);
   return next;
 }

@@ -1,5 +1,5 @@
 import type postgres from "postgres";
-import { IDEMPOTENCY_WINDOW_MS } from "../src/messages/accept.js";
+import { IDEMPOTENCY_WINDOW_MS } from "../src/store/accept-batcher.js";
 
 /**
  * How long a key is kept past its window. A request that found a key live reads what the key

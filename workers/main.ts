@@ -12,6 +12,7 @@ import { createRedis } from "../src/runtime/redis.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
+import { createDeliveryStore } from "./delivery-store.js";
 import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
@@ -63,6 +64,7 @@ async function main(): Promise<void> {
   const providers = await createProviders(config);
   const processor = createDeliveryProcessor({
     db,
+    store: createDeliveryStore(sql),
     providers,
     policy: {
       maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
@@ -103,7 +105,7 @@ async function main(): Promise<void> {
   );
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
-  const relay = startOutboxRelay({ db, queue, logger });
+  const relay = startOutboxRelay({ sql, queue, logger });
 
   logger.info(
     {

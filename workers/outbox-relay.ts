@@ -1,11 +1,10 @@
 import type { Queue } from "bullmq";
-import type { Database } from "../db/client.js";
-import { driverOf } from "../db/driver.js";
+import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
 import { type DeliveryJobData, deliveryJobOptions } from "../src/store/delivery-queue.js";
 
 export interface OutboxRelayDeps {
-  db: Database;
+  sql: postgres.Sql;
   queue: Queue<DeliveryJobData>;
   logger: Logger;
   /** Most rows moved per transaction (one addBulk). */
@@ -35,7 +34,7 @@ const CRITICAL = 1;
  * already ran finds its message final. Returns how many rows it moved.
  */
 export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
-  const sql = driverOf(deps.db);
+  const { sql } = deps;
   const prefix = deps.queue.opts.prefix ?? "bull";
   const limit = deps.batchSize ?? DEFAULT_BATCH_SIZE;
   const maxPriority = deps.maxPriority ?? LEAST_URGENT;

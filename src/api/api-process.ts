@@ -1,6 +1,6 @@
 import { serve } from "@hono/node-server";
 import { v7 as uuidv7 } from "uuid";
-import { createDatabase } from "../../db/client.js";
+import { createDatabase, type SqlClient } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
 import { createMetrics } from "../observability/metrics.js";
 import { coalesceWrites } from "../runtime/coalesce-writes.js";
@@ -9,6 +9,7 @@ import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
 import { createRedis } from "../runtime/redis.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
+import { createMessageStore, type MessageStore } from "../store/message-store.js";
 import { createApp } from "./app.js";
 
 /** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
@@ -25,7 +26,8 @@ export function startApiProcess(config: Config, logger: Logger): void {
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
 
   const metrics = createMetrics({ process: "web", queue, db });
-  const app = createApp({ config, db, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });
+  const store = messageStoreFor(config, sql);
+  const app = createApp({ config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });
   const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
     logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
   });
@@ -37,5 +39,21 @@ export function startApiProcess(config: Config, logger: Logger): void {
     await queue.close();
     redis.disconnect();
     await sql.end({ timeout: 5 });
+  });
+}
+
+/**
+ * The message store of an API process. While a statement stalls, at most `DATABASE_QUEUE_LIMIT`
+ * requests wait for the next one (one more is refused at once, 503), and none is kept past the
+ * request deadline, whose 503 has answered its client by then.
+ */
+export function messageStoreFor(
+  config: Pick<Config, "QUEUE_PREFIX" | "DATABASE_QUEUE_LIMIT" | "REQUEST_TIMEOUT_MS">,
+  sql: SqlClient,
+): MessageStore {
+  return createMessageStore({
+    sql,
+    queuePrefix: config.QUEUE_PREFIX,
+    limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
   });
 }

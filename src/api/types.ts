@@ -7,12 +7,15 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Config } from "../runtime/config.js";
 import type { Logger } from "../runtime/logger.js";
 import type { DeliveryJobData } from "../store/delivery-queue.js";
+import type { MessageStore } from "../store/message-store.js";
 import type { KeyOwner } from "../store/organizations.js";
 
-/** Everything the web API needs from the outside; built by `server.ts`, or by tests. */
+/** Everything the web API needs from the outside; built by `api-process.ts`, or by tests. */
 export interface AppDeps {
   config: Config;
   db: Database;
+  /** Messages' events and records, with the batches every request shares. */
+  store: MessageStore;
   queue: Queue<DeliveryJobData>;
   logger: Logger;
   now: () => Date;

@@ -1,10 +1,8 @@
-import { and, asc, eq } from "drizzle-orm";
 import { z } from "zod";
-import type { Executor } from "../../db/client.js";
-import { messageEvents } from "../../db/schema.js";
 import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.js";
 import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/events.js";
 import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
+import type { MessageStore } from "../store/message-store.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
 const attempt = z
@@ -137,19 +135,11 @@ function providerError(error: DeliveryError) {
 }
 
 /** A message's events in order, or none when the organization has no such message. */
-export async function loadHistory(db: Executor, organizationId: string, messageId: string) {
-  const rows = await db
-    .select({
-      seq: messageEvents.seq,
-      type: messageEvents.type,
-      retryCount: messageEvents.retryCount,
-      occurredAt: messageEvents.occurredAt,
-      data: messageEvents.data,
-    })
-    .from(messageEvents)
-    .where(and(eq(messageEvents.messageId, messageId), eq(messageEvents.organizationId, organizationId)))
-    .orderBy(asc(messageEvents.seq));
-  return rows.map(({ seq, ...event }) =>
-    toHistoryEntry(seq, { ...event, occurredAt: event.occurredAt.toISOString() } as MessageEvent),
-  );
+export async function loadHistory(
+  store: Pick<MessageStore, "loadEvents">,
+  organizationId: string,
+  messageId: string,
+): Promise<HistoryEntry[]> {
+  const stored = await store.loadEvents(organizationId, messageId);
+  return stored.map(({ seq, event }) => toHistoryEntry(seq, event));
 }

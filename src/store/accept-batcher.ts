@@ -1,14 +1,19 @@
-import type postgres from "postgres";
+import type { SqlClient } from "../../db/client.js";
 import { isDatabaseUnavailable } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
+import { EVENT_INPUT, type EventInsert, eventRows, insertEventsFrom } from "./events.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
-import { type MessageRow, recordColumns } from "./projection.js";
+import type { MessageRow } from "./projection.js";
+import { insertRecords, type RecordColumns, recordColumns } from "./records.js";
+
+/** How long an `Idempotency-Key` is held; an older one may be claimed again. */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** One message ready to be committed: its accepted event, its record and its outbox row. */
 export interface PendingAccept {
   event: Extract<MessageEvent, { type: "accepted" }>;
   row: MessageRow;
-  queuePrefix: string;
+  /** The BullMQ priority of its delivery job. */
   queuePriority: number;
   idempotency?: { key: string; requestHash: string };
 }
@@ -30,8 +35,10 @@ interface HeldKey {
 }
 
 export interface AcceptBatcherOptions extends QueueLimits {
-  /** How long an `Idempotency-Key` is held; an older one may be claimed again. */
-  idempotencyWindowMs: number;
+  /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue the outbox rows are for. */
+  queuePrefix: string;
+  /** How long an `Idempotency-Key` is held; default {@link IDEMPOTENCY_WINDOW_MS}. */
+  idempotencyWindowMs?: number;
   /** Most messages in one statement. */
   maxBatch?: number;
   /** Most statements in flight at once; further requests wait and join the next batch. */
@@ -39,7 +46,7 @@ export interface AcceptBatcherOptions extends QueueLimits {
 }
 
 const DEFAULT_MAX_BATCH = 200;
-/** One statement at a time: whatever arrives meanwhile forms the next, larger batch (measured best). */
+/** One statement at a time: whatever arrives meanwhile forms the next, larger batch. */
 const DEFAULT_MAX_IN_FLIGHT = 1;
 
 /**
@@ -53,13 +60,15 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
  * request whose held key could not be read back fails alone, and no committed one is run again.
  */
 export class AcceptBatcher {
-  readonly #sql: postgres.Sql;
+  readonly #sql: SqlClient;
+  readonly #queuePrefix: string;
   readonly #windowMs: number;
   readonly #commit: (item: PendingAccept) => Promise<Answer>;
 
-  constructor(sql: postgres.Sql, options: AcceptBatcherOptions) {
+  constructor(sql: SqlClient, options: AcceptBatcherOptions) {
     this.#sql = sql;
-    this.#windowMs = options.idempotencyWindowMs;
+    this.#queuePrefix = options.queuePrefix;
+    this.#windowMs = options.idempotencyWindowMs ?? IDEMPOTENCY_WINDOW_MS;
     this.#commit = microBatch((items: PendingAccept[]) => this.#write(items), {
       maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
       maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
@@ -100,17 +109,24 @@ export class AcceptBatcher {
       .filter(({ index }) => !followerSet.has(index))
       .sort((a, b) => compareClaims(a.item, b.item));
 
+    // The event goes in through the event store's append (the message's first: expected version
+    // 0), the record through the records' insert, of the messages accepted. The input is the
+    // events with what the statement needs besides: one JSON set fewer to parse.
+    const events: EventInsert[] = [];
+    const input: Array<ReturnType<typeof acceptInput>> = [];
+    const records: RecordColumns[] = [];
+    written.forEach(({ item }, ord) => {
+      eventRows({ id: item.row.messageId, organizationId: item.row.organizationId }, 0, [item.event], events);
+      input.push(acceptInput(item, ord, events[ord] as EventInsert));
+      records.push(recordColumns(item.row));
+    });
+    const sql = this.#sql;
     const acceptedIds = new Set(
       (
-        await this.#sql<Array<{ message_id: string }>>`
+        await sql<Array<{ message_id: string }>>`
           with input as (
-            select * from json_to_recordset(${JSON.stringify(written.map(({ item }, ord) => inputRow(item, ord)))}::json) as t(
-              message_id uuid, organization_id uuid, product_id text, channel text, status text,
-              priority text, notification_type text, recipient text, sender text, body text,
-              subject text, template_fields jsonb, retry_enabled boolean, retry_count integer, version integer, created_at timestamptz,
-              updated_at timestamptz, event_type text, event_retry_count integer, event_data jsonb,
-              occurred_at timestamptz, queue_prefix text, queue_priority smallint,
-              idempotency_key text, request_hash text, ord integer)
+            select * from json_to_recordset(${JSON.stringify(input)}::json) as t(${sql.unsafe(EVENT_INPUT)},
+              queue_priority smallint, idempotency_key text, request_hash text, ord integer)
           ),
           claimed as (
             insert into idempotency_keys as k (organization_id, key, request_hash, message_id, created_at)
@@ -127,23 +143,11 @@ export class AcceptBatcher {
             select * from input
             where idempotency_key is null or message_id in (select message_id from claimed)
           ),
-          events as (
-            insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
-            select message_id, organization_id, 1, event_type, event_retry_count, event_data, occurred_at
-            from accepted
-          ),
-          records as (
-            insert into messages (message_id, organization_id, product_id, channel, status, priority,
-              notification_type, recipient, sender, body, subject, template_fields, retry_enabled,
-              retry_count, version, next_attempt_at, delivery_time, created_at, updated_at)
-            select message_id, organization_id, product_id, channel, status, priority,
-              notification_type, recipient, sender, body, subject, template_fields, retry_enabled,
-              retry_count, version, null, null, created_at, updated_at
-            from accepted
-          ),
+          events as (${insertEventsFrom(sql, sql`accepted`)}),
+          records as (${insertRecords(sql, records, sql`where r.message_id in (select message_id from accepted)`)}),
           outbox as (
             insert into delivery_outbox (message_id, queue_prefix, priority)
-            select message_id, queue_prefix, queue_priority from accepted
+            select message_id, ${this.#queuePrefix}, queue_priority from accepted
           )
           select message_id from accepted`
       ).map((r) => r.message_id),
@@ -189,7 +193,7 @@ export class AcceptBatcher {
     const held = new Map<string, HeldKey>();
     if (items.length === 0) return held;
     // Arrays, not a JSON set to join: Postgres costs a join to a JSON set at 100 rows and may scan
-    // the whole table for it (see read.ts). Pairs that were not asked for are simply not looked up.
+    // the whole table for it (see records.ts). Pairs that were not asked for are simply not looked up.
     const rows = await this.#sql<
       Array<{ organization_id: string; key: string; request_hash: string; message_id: string }>
     >`
@@ -225,19 +229,13 @@ function answerFrom(holder: HeldKey | undefined, item: PendingAccept): Answer {
     : { outcome: "idempotency_conflict" };
 }
 
-function inputRow(item: PendingAccept, ord: number) {
-  const { row, event } = item;
+/** A request's event row, with what the batch statement needs besides (last: a spread followed by more properties is slow to build). */
+function acceptInput(item: PendingAccept, ord: number, event: EventInsert) {
   return {
-    event_type: event.type,
-    event_retry_count: event.retryCount,
-    event_data: event.data,
-    occurred_at: event.occurredAt,
-    queue_prefix: item.queuePrefix,
     queue_priority: item.queuePriority,
     idempotency_key: item.idempotency?.key ?? null,
     request_hash: item.idempotency?.requestHash ?? null,
     ord,
-    // Last: a spread followed by more properties is far slower to build (see accept.ts).
-    ...recordColumns(row),
+    ...event,
   };
 }

@@ -1,10 +1,16 @@
 import type postgres from "postgres";
-import type { Executor } from "../../db/client.js";
-import { driverOf } from "../../db/driver.js";
+import type { SqlClient } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
-import { recordColumns, toMessageRow } from "./projection.js";
+import { toMessageRow } from "./projection.js";
+import { type RecordColumns, recordColumns, upsertRecords } from "./records.js";
+
+/**
+ * The event store: how an event is stored (the append, with its sequence number) and read back
+ * (one select list, one mapping to the domain's event). Every reader and writer of
+ * `message_events` goes through here.
+ */
 
 /** Another writer appended to the same message first; reload and decide again. */
 export class ConcurrencyError extends Error {
@@ -13,27 +19,122 @@ export class ConcurrencyError extends Error {
   }
 }
 
-export async function loadEvents(db: Executor, messageId: string): Promise<MessageEvent[]> {
-  // occurred_at as the ISO 8601 text events carry (drizzle leaves the driver's date parsing off).
-  const rows = await driverOf(db)<
-    Array<{ type: MessageEvent["type"]; retry_count: number; occurred_at: string; data: unknown }>
-  >`
-    select type, retry_count, data,
-      to_char(occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at
-    from message_events where message_id = ${messageId} order by seq`;
-  return rows.map(
-    (row) =>
-      ({
-        type: row.type,
-        retryCount: row.retry_count,
-        occurredAt: row.occurred_at,
-        data: row.data,
-      }) as MessageEvent,
-  );
+/** A stored event as {@link eventColumns} selects it. */
+export interface EventRow {
+  message_id: string;
+  seq: number;
+  type: MessageEvent["type"];
+  retry_count: number;
+  data: unknown;
+  occurred_at: string;
 }
 
-export async function loadMessage(db: Executor, messageId: string): Promise<MessageState> {
-  return fold(await loadEvents(db, messageId));
+/**
+ * What a read selects of an event of `message_events e`: occurred_at as the ISO 8601 text events
+ * carry (drizzle turns the driver's date parsing off on the shared client).
+ */
+const EVENT_COLUMNS = `e.message_id, e.seq, e.type, e.retry_count, e.data,
+  to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at`;
+
+/** The select list of an {@link EventRow}, for a statement that reads `message_events e`. */
+export function eventColumns(sql: SqlClient): postgres.Fragment {
+  return sql.unsafe(EVENT_COLUMNS);
+}
+
+/** A stored event, as the domain's. */
+export function toEvent(row: EventRow): MessageEvent {
+  return {
+    type: row.type,
+    retryCount: row.retry_count,
+    occurredAt: row.occurred_at,
+    data: row.data,
+  } as MessageEvent;
+}
+
+export interface StoredEvent {
+  seq: number;
+  event: MessageEvent;
+}
+
+/**
+ * A message's events in order. With `organizationId`, none when the message is another
+ * organization's (exactly as for an unknown one).
+ */
+export async function loadEvents(
+  sql: SqlClient,
+  messageId: string,
+  organizationId?: string,
+): Promise<StoredEvent[]> {
+  const rows = await sql<EventRow[]>`
+    select ${eventColumns(sql)}
+    from message_events e
+    where e.message_id = ${messageId}
+      ${organizationId === undefined ? sql`` : sql`and e.organization_id = ${organizationId}`}
+    order by e.seq`;
+  return rows.map((row) => ({ seq: row.seq, event: toEvent(row) }));
+}
+
+export async function loadMessage(sql: SqlClient, messageId: string): Promise<MessageState> {
+  return fold((await loadEvents(sql, messageId)).map((stored) => stored.event));
+}
+
+/** An event as the append writes it. */
+export interface EventInsert {
+  message_id: string;
+  organization_id: string;
+  seq: number;
+  type: MessageEvent["type"];
+  retry_count: number;
+  data: unknown;
+  occurred_at: string;
+}
+
+/**
+ * The rows that append `events` to a message whose last stored event is `expectedVersion` (0 for
+ * a message not stored yet), added to `into`: the one place a sequence number is given.
+ */
+export function eventRows(
+  message: { id: string; organizationId: string },
+  expectedVersion: number,
+  events: readonly MessageEvent[],
+  into: EventInsert[] = [],
+): EventInsert[] {
+  events.forEach((event, index) => {
+    into.push({
+      message_id: message.id,
+      organization_id: message.organizationId,
+      seq: expectedVersion + index + 1,
+      type: event.type,
+      retry_count: event.retryCount,
+      data: event.data,
+      occurred_at: event.occurredAt,
+    });
+  });
+  return into;
+}
+
+/** Columns of an {@link EventInsert}: the append's input, as a `json_to_recordset` definition. */
+export const EVENT_INPUT = `message_id uuid, organization_id uuid, seq integer, type text, retry_count integer,
+  data jsonb, occurred_at timestamptz`;
+const EVENT_NAMES = "message_id, organization_id, seq, type, retry_count, data, occurred_at";
+
+/**
+ * The append: the INSERT of the rows of `source`, a relation whose rows are {@link EventInsert}s
+ * ({@link EVENT_INPUT}), as a part of a larger statement. A sequence number already taken
+ * (`unique(message_id, seq)`) fails the whole statement: another writer appended first.
+ */
+export function insertEventsFrom(sql: SqlClient, source: postgres.Fragment) {
+  return sql`
+    insert into message_events (${sql.unsafe(EVENT_NAMES)})
+    select ${sql.unsafe(EVENT_NAMES)} from ${source}`;
+}
+
+/** {@link insertEventsFrom} the rows of {@link eventRows}. */
+export function insertEvents(sql: SqlClient, rows: readonly EventInsert[]) {
+  return insertEventsFrom(
+    sql,
+    sql`json_to_recordset(${JSON.stringify(rows)}::json) as e(${sql.unsafe(EVENT_INPUT)})`,
+  );
 }
 
 /** One message's append: the events after `state`, and the record they fold to. */
@@ -49,12 +150,12 @@ interface Append {
  * new state.
  */
 export async function appendEvents(
-  tx: Executor,
+  sql: SqlClient,
   state: MessageState,
   events: readonly MessageEvent[],
 ): Promise<MessageState> {
   if (events.length === 0) return state;
-  const [next] = await writeAppends(driverOf(tx), [{ state, events }]);
+  const [next] = await writeAppends(sql, [{ state, events }]);
   return next as MessageState;
 }
 
@@ -63,56 +164,19 @@ export async function appendEvents(
  * concurrent jobs). Any conflict fails the whole statement: with one message that is its
  * {@link ConcurrencyError}; callers with several retry them one by one to find out which.
  */
-export async function writeAppends(sql: postgres.Sql, appends: readonly Append[]): Promise<MessageState[]> {
-  const events: unknown[] = [];
-  const records: unknown[] = [];
-  const states = appends.map(({ state, events: appended }) => {
-    const next = fold(appended, state);
+export async function writeAppends(sql: SqlClient, appends: readonly Append[]): Promise<MessageState[]> {
+  const rows: EventInsert[] = [];
+  const records: RecordColumns[] = [];
+  const states = appends.map(({ state, events }) => {
+    const next = fold(events, state);
     if (next.status === "initial") throw new Error("unreachable: events fold to a known message");
-    appended.forEach((event, index) => {
-      events.push({
-        message_id: next.message.id,
-        organization_id: next.message.organizationId,
-        seq: state.version + index + 1,
-        type: event.type,
-        retry_count: event.retryCount,
-        data: event.data,
-        occurred_at: event.occurredAt,
-      });
-    });
+    eventRows(next.message, state.version, events, rows);
     records.push(recordColumns(toMessageRow(next)));
     return next;
   });
   try {
     // The events' INSERT runs even though nothing reads it; a unique violation fails the whole statement.
-    await sql`
-      with appended as (
-        insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
-        select message_id, organization_id, seq, type, retry_count, data, occurred_at
-        from json_to_recordset(${JSON.stringify(events)}::json) as t(message_id uuid, organization_id uuid,
-          seq integer, type text, retry_count integer, data jsonb, occurred_at timestamptz)
-      )
-      insert into messages as m (message_id, organization_id, product_id, channel, status, priority,
-        notification_type, recipient, sender, body, subject, template_fields, retry_enabled, retry_count,
-        version, next_attempt_at, delivery_time, created_at, updated_at)
-      select message_id, organization_id, product_id, channel, status, priority,
-        notification_type, recipient, sender, body, subject, template_fields, retry_enabled, retry_count,
-        version, next_attempt_at, delivery_time, created_at, updated_at
-      from json_to_recordset(${JSON.stringify(records)}::json) as r(message_id uuid, organization_id uuid,
-        product_id text, channel text, status text, priority text, notification_type text,
-        recipient text, sender text, body text, subject text, template_fields jsonb,
-        retry_enabled boolean, retry_count integer, version integer, next_attempt_at timestamptz,
-        delivery_time timestamptz, created_at timestamptz, updated_at timestamptz)
-      on conflict (message_id) do update set
-        organization_id = excluded.organization_id, product_id = excluded.product_id,
-        channel = excluded.channel, status = excluded.status, priority = excluded.priority,
-        notification_type = excluded.notification_type, recipient = excluded.recipient,
-        sender = excluded.sender, body = excluded.body, subject = excluded.subject,
-        template_fields = excluded.template_fields, retry_enabled = excluded.retry_enabled,
-        retry_count = excluded.retry_count, version = excluded.version,
-        next_attempt_at = excluded.next_attempt_at, delivery_time = excluded.delivery_time,
-        created_at = excluded.created_at, updated_at = excluded.updated_at
-      where m.version < excluded.version`;
+    await sql`with appended as (${insertEvents(sql, rows)}) ${upsertRecords(sql, records)}`;
   } catch (error) {
     const [only] = states;
     if (only && states.length === 1 && isUniqueViolation(error)) throw new ConcurrencyError(only.message.id);

@@ -24,39 +24,6 @@ export interface QueueLimits {
   maxWaitMs?: number;
 }
 
-/**
- * The limits of a queue waiting for the database, from the configuration: `DATABASE_QUEUE_LIMIT`
- * items, none kept past the request deadline (whose 503 has answered its client by then).
- */
-export function databaseQueueLimits(config: {
-  DATABASE_QUEUE_LIMIT: number;
-  REQUEST_TIMEOUT_MS: number;
-}): QueueLimits {
-  return { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS };
-}
-
-/**
- * One value per owner (a database handle) and queue limits, made on first use: the batcher that
- * every request of the process with those limits shares.
- */
-export function onePerLimits<K extends object, V>(make: (owner: K, limits: QueueLimits) => V) {
-  const made = new WeakMap<K, Map<string, V>>();
-  return (owner: K, limits: QueueLimits): V => {
-    let byLimits = made.get(owner);
-    if (!byLimits) {
-      byLimits = new Map();
-      made.set(owner, byLimits);
-    }
-    const key = `${limits.maxWaiting}/${limits.maxWaitMs}`;
-    let value = byLimits.get(key);
-    if (value === undefined) {
-      value = make(owner, limits);
-      byLimits.set(key, value);
-    }
-    return value;
-  };
-}
-
 /** An item refused without being run: `run` never saw it. */
 export class QueueRefusedError extends Error {
   constructor(readonly reason: "queue_full" | "deadline_passed") {

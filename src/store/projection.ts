@@ -29,28 +29,3 @@ export function toMessageRow(state: MessageState): MessageRow {
     ...channelNamed(message.channel).record(message),
   };
 }
-
-/** A `messages` row keyed by column name, for statements that insert JSON (`json_to_recordset`). */
-export function recordColumns(row: MessageRow) {
-  return {
-    message_id: row.messageId,
-    organization_id: row.organizationId,
-    product_id: row.productId,
-    channel: row.channel,
-    status: row.status,
-    priority: row.priority,
-    notification_type: row.notificationType,
-    recipient: row.recipient,
-    sender: row.sender,
-    body: row.body,
-    subject: row.subject,
-    template_fields: row.templateFields,
-    retry_enabled: row.retryEnabled,
-    retry_count: row.retryCount,
-    version: row.version,
-    next_attempt_at: row.nextAttemptAt,
-    delivery_time: row.deliveryTime,
-    created_at: row.createdAt,
-    updated_at: row.updatedAt,
-  };
-}

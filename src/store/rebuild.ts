@@ -1,58 +1,52 @@
-import { asc, gt, inArray, sql } from "drizzle-orm";
-import type { Database } from "../../db/client.js";
-import { messageEvents, messages } from "../../db/schema.js";
+import type postgres from "postgres";
+import type { SqlClient } from "../../db/client.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold } from "../domain/state.js";
+import { type EventRow, eventColumns, toEvent } from "./events.js";
 import { type MessageRow, toMessageRow } from "./projection.js";
+import { insertRecords, recordColumns } from "./records.js";
 
 /**
  * Rebuilds every `messages` row from `message_events`, in one transaction. The table is locked
  * for writes meanwhile; appends that arrive wait and then apply on top (their version is newer).
  * Returns the number of records written.
  */
-export async function rebuildProjections(db: Database, pageSize = 1000): Promise<number> {
-  return db.transaction(async (tx) => {
-    await tx.execute(sql`lock table ${messages} in exclusive mode`);
-    await tx.delete(messages);
+export async function rebuildProjections(sql: postgres.Sql, pageSize = 1000): Promise<number> {
+  return sql.begin(async (tx) => {
+    await tx`lock table messages in exclusive mode`;
+    await tx`delete from messages`;
     let written = 0;
     let after: string | undefined;
     for (;;) {
-      const ids = await tx
-        .selectDistinct({ messageId: messageEvents.messageId })
-        .from(messageEvents)
-        .where(after ? gt(messageEvents.messageId, after) : undefined)
-        .orderBy(asc(messageEvents.messageId))
-        .limit(pageSize);
+      const ids = await tx<Array<{ message_id: string }>>`
+        select distinct message_id from message_events
+        ${after === undefined ? tx`` : tx`where message_id > ${after}`}
+        order by message_id
+        limit ${pageSize}`;
       if (ids.length === 0) return written;
       const rows = await projectMessages(
         tx,
-        ids.map((r) => r.messageId),
+        ids.map((r) => r.message_id),
       );
-      if (rows.length > 0) await tx.insert(messages).values(rows);
+      if (rows.length > 0) await insertRecords(tx, rows.map(recordColumns));
       written += rows.length;
-      after = ids[ids.length - 1]?.messageId;
+      after = ids[ids.length - 1]?.message_id;
     }
   });
 }
 
 /** Folds the events of the given messages into their records, without writing anything. */
-async function projectMessages(db: Pick<Database, "select">, messageIds: string[]): Promise<MessageRow[]> {
-  const events = await db
-    .select({
-      messageId: messageEvents.messageId,
-      type: messageEvents.type,
-      retryCount: messageEvents.retryCount,
-      occurredAt: messageEvents.occurredAt,
-      data: messageEvents.data,
-    })
-    .from(messageEvents)
-    .where(inArray(messageEvents.messageId, messageIds))
-    .orderBy(asc(messageEvents.messageId), asc(messageEvents.seq));
+async function projectMessages(sql: SqlClient, messageIds: string[]): Promise<MessageRow[]> {
+  const rows = await sql<EventRow[]>`
+    select ${eventColumns(sql)}
+    from message_events e
+    where e.message_id = any(${messageIds}::uuid[])
+    order by e.message_id, e.seq`;
   const byMessage = new Map<string, MessageEvent[]>();
-  for (const { messageId, ...event } of events) {
-    const list = byMessage.get(messageId) ?? [];
-    list.push({ ...event, occurredAt: event.occurredAt.toISOString() } as MessageEvent);
-    byMessage.set(messageId, list);
+  for (const row of rows) {
+    const list = byMessage.get(row.message_id) ?? [];
+    list.push(toEvent(row));
+    byMessage.set(row.message_id, list);
   }
   return [...byMessage.values()].map((list) => toMessageRow(fold(list)));
 }

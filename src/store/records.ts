@@ -1,109 +1,127 @@
+import { getTableColumns } from "drizzle-orm";
 import type postgres from "postgres";
-import type { Database } from "../../db/client.js";
-import { driverOf } from "../../db/driver.js";
-import { microBatch, onePerLimits, type QueueLimits } from "./micro-batch.js";
+import type { SqlClient } from "../../db/client.js";
+import { messages } from "../../db/schema.js";
+import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
 
-interface RawRow {
-  message_id: string;
-  organization_id: string;
-  product_id: string;
-  channel: MessageRow["channel"];
-  status: MessageRow["status"];
-  priority: MessageRow["priority"];
-  notification_type: string | null;
-  recipient: string;
-  sender: string;
-  body: string;
-  subject: string | null;
-  template_fields: unknown;
-  retry_enabled: boolean;
-  retry_count: number;
-  version: number;
-  next_attempt_at: number | null;
-  delivery_time: number | null;
-  created_at: number;
-  updated_at: number;
+/**
+ * The `messages` record in the statements written by hand: every column list of them is made
+ * here, once, from the drizzle table, so a column added to the schema reaches each of them.
+ */
+
+interface Column {
+  /** The property of {@link MessageRow}. */
+  key: keyof MessageRow;
+  /** The SQL name, the key of a {@link recordColumns} object. */
+  name: string;
+  /** The SQL type, for the definition of a `json_to_recordset`. */
+  type: string;
+  primaryKey: boolean;
+  timestamp: boolean;
 }
 
-const date = (epochMs: number | null) => (epochMs === null ? null : new Date(epochMs));
+const COLUMNS: readonly Column[] = Object.entries(getTableColumns(messages)).map(([key, column]) => ({
+  key: key as keyof MessageRow,
+  name: column.name,
+  type: column.getSQLType(),
+  primaryKey: column.primary,
+  timestamp: column.getSQLType().startsWith("timestamp"),
+}));
+
+/** `message_id, organization_id, …`: the insert's column list, and what it selects from its input. */
+const NAMES = COLUMNS.map((column) => column.name).join(", ");
+/** `message_id uuid, …`: the records as `json_to_recordset` reads them. */
+const DEFINITION = COLUMNS.map((column) => `${column.name} ${column.type}`).join(", ");
+/** Every column but the key, from the row the insert proposed. */
+const UPDATE = COLUMNS.filter((column) => !column.primaryKey)
+  .map((column) => `${column.name} = excluded.${column.name}`)
+  .join(", ");
+/**
+ * What a read selects from `messages m`: timestamps as epoch milliseconds, since drizzle turns
+ * the driver's date parsing off on the shared client.
+ */
+const SELECT = COLUMNS.map((column) =>
+  column.timestamp
+    ? `(extract(epoch from m.${column.name}) * 1000)::float8 as ${column.name}`
+    : `m.${column.name}`,
+).join(", ");
+
+/** A record keyed by column name: what {@link insertRecords} takes. */
+export type RecordColumns = Record<string, unknown>;
+
+/** A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`). */
+export function recordColumns(row: MessageRow): RecordColumns {
+  const columns: RecordColumns = {};
+  for (const column of COLUMNS) columns[column.name] = row[column.key];
+  return columns;
+}
+
+/** A row read with the select list above, back to a {@link MessageRow}. */
+function readRecord(read: Record<string, unknown>): MessageRow {
+  const row: Record<string, unknown> = {};
+  for (const column of COLUMNS) {
+    const value = read[column.name];
+    row[column.key] = column.timestamp && value !== null ? new Date(value as number) : value;
+  }
+  return row as MessageRow;
+}
 
 /**
- * A message's record, if it belongs to the organization (another organization's message is not
- * found, exactly like an unknown one). Reads that arrive together share one query; `limits` bound
- * the reads waiting while one runs, as for accepts (accept.ts).
+ * The INSERT of records (from {@link recordColumns}), as a statement of its own or a part of a
+ * larger one; `where` picks some of them (`r` is the input).
  */
-export function findMessageRow(
-  db: Database,
-  organizationId: string,
-  messageId: string,
-  limits: QueueLimits = {},
-): Promise<MessageRow | undefined> {
-  const find = finderFor(db, limits);
-  return find({ organizationId, messageId });
+export function insertRecords(sql: SqlClient, records: readonly RecordColumns[], where?: postgres.Fragment) {
+  return sql`
+    insert into messages as m (${sql.unsafe(NAMES)})
+    select ${sql.unsafe(NAMES)}
+    from json_to_recordset(${JSON.stringify(records)}::json) as r(${sql.unsafe(DEFINITION)})
+    ${where ?? sql``}`;
 }
+
+/** {@link insertRecords}, replacing a stored record with an older version. */
+export function upsertRecords(sql: SqlClient, records: readonly RecordColumns[]) {
+  return sql`
+    ${insertRecords(sql, records)}
+    on conflict (message_id) do update set ${sql.unsafe(UPDATE)}
+    where m.version < excluded.version`;
+}
+
+/** A message's record, if it belongs to the organization (another organization's is not found, exactly like an unknown one). */
+export type FindRecord = (organizationId: string, messageId: string) => Promise<MessageRow | undefined>;
 
 interface Key {
   organizationId: string;
   messageId: string;
 }
 
-/** One finder per database handle and queue limits: reads that arrive together share a query. */
-const finderFor = onePerLimits((db: Database, limits: QueueLimits) => {
-  const sql = driverOf(db);
-  return microBatch((keys: Key[]) => findMany(sql, keys), {
+/**
+ * {@link FindRecord} where the reads that arrive together share one query; `limits` bound the
+ * reads waiting while one runs, as for accepts.
+ */
+export function createRecordFinder(sql: SqlClient, limits: QueueLimits = {}): FindRecord {
+  const find = microBatch((keys: Key[]) => findMany(sql, keys), {
     maxBatch: 100,
-    // One query at a time, as for accepts: reads that arrive meanwhile form the next, larger
-    // batch. Against 4 in flight: Postgres CPU per read -30 %, p99 the same or lower.
+    // One query at a time, as for accepts: reads that arrive meanwhile form the next, larger batch.
     maxInFlight: 1,
     retryOneByOne: () => false,
     ...limits,
   });
-});
+  return (organizationId, messageId) => find({ organizationId, messageId });
+}
 
-async function findMany(sql: postgres.Sql, keys: Key[]): Promise<Array<MessageRow | undefined>> {
-  // Timestamps as epoch milliseconds: drizzle turns the driver's date parsing off on the shared client.
+async function findMany(sql: SqlClient, keys: Key[]): Promise<Array<MessageRow | undefined>> {
   // The ids as one array parameter, not a JSON set to join: Postgres costs a join to a
   // set-returning function at 100 rows and, on tables of up to ~100k rows, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
-  const rows = await sql<RawRow[]>`
-    select m.message_id, m.organization_id, m.product_id, m.channel, m.status, m.priority,
-      m.notification_type, m.recipient, m.sender, m.body, m.subject, m.template_fields,
-      m.retry_enabled, m.retry_count, m.version,
-      (extract(epoch from m.next_attempt_at) * 1000)::float8 as next_attempt_at,
-      (extract(epoch from m.delivery_time) * 1000)::float8 as delivery_time,
-      (extract(epoch from m.created_at) * 1000)::float8 as created_at,
-      (extract(epoch from m.updated_at) * 1000)::float8 as updated_at
+  const rows = await sql`
+    select ${sql.unsafe(SELECT)}
     from messages m
     where m.message_id = any(${keys.map((key) => key.messageId)}::uuid[])`;
-  const found = new Map(rows.map((row) => [row.message_id, row]));
+  const found = new Map(rows.map((row) => [row.message_id as string, row]));
   return keys.map((key) => {
     const row = found.get(key.messageId);
     // Another organization's message is not found, exactly like an unknown one.
-    return row && row.organization_id === key.organizationId ? toRow(row) : undefined;
+    return row && row.organization_id === key.organizationId ? readRecord(row) : undefined;
   });
-}
-
-function toRow(row: RawRow): MessageRow {
-  return {
-    messageId: row.message_id,
-    organizationId: row.organization_id,
-    productId: row.product_id,
-    channel: row.channel,
-    status: row.status,
-    priority: row.priority,
-    notificationType: row.notification_type,
-    recipient: row.recipient,
-    sender: row.sender,
-    body: row.body,
-    subject: row.subject,
-    templateFields: row.template_fields,
-    retryEnabled: row.retry_enabled,
-    retryCount: row.retry_count,
-    version: row.version,
-    nextAttemptAt: date(row.next_attempt_at),
-    deliveryTime: date(row.delivery_time),
-    createdAt: new Date(row.created_at),
-    updatedAt: new Date(row.updated_at),
-  };
 }

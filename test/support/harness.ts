@@ -5,8 +5,9 @@ import { Redis } from "ioredis";
 import pino from "pino";
 import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
-import { createDatabase } from "../../db/client.js";
+import { createDatabase, type Database, type SqlClient } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
+import { messageStoreFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
 import type { Providers } from "../../src/channels/prepare.js";
@@ -16,6 +17,7 @@ import { createMetrics, type Metrics } from "../../src/observability/metrics.js"
 import { type Config, loadConfig } from "../../src/runtime/config.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
+import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
 
 export const silentLogger = pino({ level: "silent" });
@@ -48,7 +50,19 @@ export function createHarness(env: Record<string, string> = {}) {
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null });
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   const metrics = createMetrics({ process: "web", queue, db });
-  const deps = { config, db, queue, logger: silentLogger, metrics, now: () => new Date(), newId: uuidv7 };
+  // Made as the processes make them: one message store for the app, one delivery store for its workers.
+  const store = messageStoreFor(config, sql);
+  const deliveryStore = createDeliveryStore(sql);
+  const deps = {
+    config,
+    db,
+    store,
+    queue,
+    logger: silentLogger,
+    metrics,
+    now: () => new Date(),
+    newId: uuidv7,
+  };
   const app = createApp(deps);
   const workers: Worker[] = [];
   let relay: OutboxRelay | undefined;
@@ -61,6 +75,11 @@ export function createHarness(env: Record<string, string> = {}) {
     queue,
     app,
     deps,
+    deliveryStore,
+    /** This harness's app deps on another database (one that is down, slow or read-only). */
+    depsOn(database: { db: Database; sql: SqlClient }) {
+      return { ...deps, db: database.db, store: messageStoreFor(config, database.sql) };
+    },
     /**
      * Starts an in-process delivery worker on this harness's queue and, like the worker process,
      * the outbox relay that moves accepted messages into that queue.
@@ -68,6 +87,7 @@ export function createHarness(env: Record<string, string> = {}) {
     startWorker(options: { providers?: Partial<Providers>; concurrency?: number; metrics?: Metrics } = {}) {
       const processor = createDeliveryProcessor({
         db,
+        store: deliveryStore,
         providers: simulatorProviders(options.providers),
         policy: {
           maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
@@ -86,12 +106,12 @@ export function createHarness(env: Record<string, string> = {}) {
       });
       worker.on("error", () => {});
       workers.push(worker);
-      relay ??= startOutboxRelay({ db, queue, logger: silentLogger });
+      relay ??= startOutboxRelay({ sql, queue, logger: silentLogger });
       return worker;
     },
     /** One pass of the outbox relay: adds the jobs of the messages accepted so far. */
     relayOutbox() {
-      return relayOutboxOnce({ db, queue, logger: silentLogger });
+      return relayOutboxOnce({ sql, queue, logger: silentLogger });
     },
     async close() {
       await relay?.stop();

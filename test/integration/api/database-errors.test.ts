@@ -1,19 +1,11 @@
-import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Database } from "../../../db/client.js";
+import { createDatabase } from "../../../db/client.js";
 import { isDatabaseUnavailable } from "../../../db/errors.js";
-import * as schema from "../../../db/schema.js";
 import { type AcceptDeps, acceptMessage } from "../../../src/messages/accept.js";
-import {
-  countMessages,
-  createHarness,
-  type Harness,
-  onboard,
-  sendSms,
-  silentLogger,
-} from "../../support/harness.js";
+import { createMessageStore } from "../../../src/store/message-store.js";
+import { countMessages, createHarness, type Harness, onboard, sendSms } from "../../support/harness.js";
 
 /**
  * Which Postgres errors mean "the database cannot serve this now, come back shortly" (503 +
@@ -120,19 +112,16 @@ describe("a send when the pool's connections are read-only", () => {
 
   it("given a batch of 20 refused with 25006, then it is not run again one request at a time", async () => {
     let batchStatements = 0;
-    const client = postgres(readOnlyUrl(h.config.DATABASE_URL), {
-      max: 2,
-      onnotice: () => {},
-      debug: (_connection, query) => {
+    const { sql: client } = createDatabase({
+      url: readOnlyUrl(h.config.DATABASE_URL),
+      poolSize: 2,
+      onQuery: (query) => {
         if (query.includes("insert into idempotency_keys")) batchStatements++;
       },
     });
     try {
-      const db = drizzle(client, { schema }) as Database;
       const deps: AcceptDeps = {
-        db,
-        queue: { opts: { prefix: "ro" } } as AcceptDeps["queue"],
-        logger: silentLogger,
+        store: createMessageStore({ sql: client, queuePrefix: "ro" }),
         now: () => new Date(),
         newId: uuidv7,
       };

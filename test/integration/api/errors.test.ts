@@ -29,7 +29,7 @@ describe("errors outside any one route", () => {
   });
 
   it("answers 503 with Retry-After when Postgres is unreachable", async () => {
-    const app = createApp({ ...h.deps, db: unreachable.db });
+    const app = createApp(h.depsOn(unreachable));
     const response = await sendSms({ ...h, app }, `ntf_${"B".repeat(43)}`, {
       payload: { to: "+14155550100", body: "x" },
     });
@@ -75,7 +75,7 @@ describe("a request that hangs", () => {
     });
     const slow = createHarness({ REQUEST_TIMEOUT_MS: "200" });
     try {
-      const app = createApp({ ...slow.deps, db: frozen.db });
+      const app = createApp(slow.depsOn(frozen));
       const started = Date.now();
       const response = await sendSms({ ...slow, app }, `ntf_${"C".repeat(43)}`, {
         payload: { to: "+14155550100", body: "x" },

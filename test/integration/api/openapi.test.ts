@@ -20,7 +20,7 @@ const failingIds = createApp({
     throw new Error("secret internal detail");
   },
 });
-const offline = createApp({ ...h.deps, db: unreachable.db });
+const offline = createApp(h.depsOn(unreachable));
 
 let document: OpenApiDocument;
 let expectDocumented: ReturnType<typeof responseChecker>;
@@ -333,7 +333,7 @@ describe("every template response matches the document", () => {
       connectTimeoutSeconds: 1,
     });
     offlinePools.push(pool);
-    return createApp({ ...h.deps, db: pool.db });
+    return createApp(h.depsOn(pool));
   }
 
   function send(method: "POST" | "PUT" | "DELETE", path: string, body: unknown, headers = {}, app = h.app) {

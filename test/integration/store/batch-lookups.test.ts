@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
-import { IDEMPOTENCY_WINDOW_MS } from "../../../src/messages/accept.js";
-import { findMessageRow } from "../../../src/store/records.js";
-import { loadForDelivery } from "../../../workers/delivery-store.js";
+import { IDEMPOTENCY_WINDOW_MS } from "../../../src/store/accept-batcher.js";
+import { createRecordFinder } from "../../../src/store/records.js";
+import { createDeliveryStore } from "../../../workers/delivery-store.js";
 import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../../workers/idempotency-pruner.js";
 import { eventually } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
@@ -86,20 +86,22 @@ async function addMessages(count: number): Promise<string[]> {
 
 describe("grouped loads and reads of messages", () => {
   it("use the primary key as the tables grow, never a scan of the whole table per batch", async () => {
-    const { db, sql } = createDatabase({ url, poolSize: 1 });
+    const { sql } = createDatabase({ url, poolSize: 1 });
+    const deliveries = createDeliveryStore(sql);
+    const findRecord = createRecordFinder(sql);
     let total = 0;
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const ids = (await addMessages(PER_ROUND)).slice(0, BATCH);
         total += PER_ROUND;
-        const loads = await Promise.all(ids.map((id) => loadForDelivery(db, id)));
+        const loads = await Promise.all(ids.map((id) => deliveries.load(id)));
         expect(loads.map((load) => [load.state.status, load.organizationActive])).toEqual(
           ids.map(() => ["accepted", true]),
         );
-        const reads = await Promise.all(ids.map((id) => findMessageRow(db, organizationId, id)));
+        const reads = await Promise.all(ids.map((id) => findRecord(organizationId, id)));
         expect(reads.map((row) => row?.messageId)).toEqual(ids);
         // Another organization's key finds nothing.
-        expect(await findMessageRow(db, randomUUID(), ids[0] as string)).toBeUndefined();
+        expect(await findRecord(randomUUID(), ids[0] as string)).toBeUndefined();
       }
     } finally {
       await sql.end(); // its backend reports its table statistics as it exits

@@ -129,7 +129,7 @@ describe("projection rebuild", () => {
       new Set(["critical", "high", "medium", "low"]),
     );
 
-    const written = await rebuildProjections(h.db);
+    const written = await rebuildProjections(h.sql);
 
     const after = await snapshot();
     expect(written).toBeGreaterThanOrEqual(messageIds.length);
@@ -140,7 +140,7 @@ describe("projection rebuild", () => {
     const before = await snapshot();
     const total = await h.db.$count(messages);
 
-    const written = await rebuildProjections(h.db, 7);
+    const written = await rebuildProjections(h.sql, 7);
 
     expect(await snapshot()).toEqual(before);
     expect(written).toBeGreaterThanOrEqual(before.length);

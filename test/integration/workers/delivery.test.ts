@@ -116,6 +116,7 @@ class RecordingProvider implements SmsProvider {
 function processorFor(harness: Harness, provider: SmsProvider, now: () => Date = () => new Date()) {
   return createDeliveryProcessor({
     db: harness.db,
+    store: harness.deliveryStore,
     providers: simulatorProviders({ sms: provider }),
     policy,
     logger: silentLogger,
@@ -154,7 +155,7 @@ async function appendDecided(
   messageId: string,
   command: (state: MessageState) => Parameters<typeof decide>[1],
 ) {
-  return harness.db.transaction(async (tx) => {
+  return harness.sql.begin(async (tx) => {
     const state = await loadMessage(tx, messageId);
     const decision = decide(state, command(state));
     if (!("events" in decision)) throw new Error(`refused: ${JSON.stringify(decision)}`);
@@ -423,14 +424,14 @@ describe("the event store", () => {
 
   it("given two appends decided from the same loaded state, then the second throws ConcurrencyError and writes nothing", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "race" } });
-    const loaded = await loadMessage(idle.db, id);
+    const loaded = await loadMessage(idle.sql, id);
     const decision = decide(loaded, startNow());
     if (!("events" in decision)) throw new Error("refused");
 
-    await idle.db.transaction((tx) => appendEvents(tx, loaded, decision.events));
-    await expect(
-      idle.db.transaction((tx) => appendEvents(tx, loaded, decision.events)),
-    ).rejects.toBeInstanceOf(ConcurrencyError);
+    await idle.sql.begin((tx) => appendEvents(tx, loaded, decision.events));
+    await expect(idle.sql.begin((tx) => appendEvents(tx, loaded, decision.events))).rejects.toBeInstanceOf(
+      ConcurrencyError,
+    );
 
     expect(shapeOf(await eventsOf(idle.db, id))).toEqual(["accepted", "pending:attempt_started"]);
     expect((await rowOf(idle.db, id))?.version).toBe(2);
@@ -438,7 +439,7 @@ describe("the event store", () => {
 
   it("given two concurrent appends from the same loaded state, then exactly one commits", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "race" } });
-    const loaded = await loadMessage(idle.db, id);
+    const loaded = await loadMessage(idle.sql, id);
     const reject = decide(loaded, {
       type: "reject_before_send",
       reason: "organization_inactive",
@@ -448,8 +449,8 @@ describe("the event store", () => {
     if (!("events" in reject) || !("events" in start)) throw new Error("refused");
 
     const results = await Promise.allSettled([
-      idle.db.transaction((tx) => appendEvents(tx, loaded, reject.events)),
-      idle.db.transaction((tx) => appendEvents(tx, loaded, start.events)),
+      idle.sql.begin((tx) => appendEvents(tx, loaded, reject.events)),
+      idle.sql.begin((tx) => appendEvents(tx, loaded, start.events)),
     ]);
 
     const failures = results.filter((r) => r.status === "rejected");

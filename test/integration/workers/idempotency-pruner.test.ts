@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { IDEMPOTENCY_WINDOW_MS } from "../../../src/messages/accept.js";
+import { IDEMPOTENCY_WINDOW_MS } from "../../../src/store/accept-batcher.js";
 import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../../workers/idempotency-pruner.js";
 import { createHarness, onboard, sendSms } from "../../support/harness.js";
 

@@ -38,7 +38,7 @@ async function outboxRows(prefix: string): Promise<number> {
 
 const relay = (options: { batchSize?: number; queue?: Queue<DeliveryJobData> } = {}) =>
   relayOutboxOnce({
-    db: h.db,
+    sql: h.sql,
     queue: options.queue ?? h.queue,
     logger: silentLogger,
     batchSize: options.batchSize,
@@ -78,7 +78,9 @@ describe("outbox relay", () => {
     const low = await accept("NEWS_UPDATE");
     const otp = await accept("OTP");
 
-    expect(await relayOutboxOnce({ db: h.db, queue: h.queue, logger: silentLogger, maxPriority: 1 })).toBe(1);
+    expect(await relayOutboxOnce({ sql: h.sql, queue: h.queue, logger: silentLogger, maxPriority: 1 })).toBe(
+      1,
+    );
 
     expect(await h.queue.getJob(otp)).toBeDefined();
     expect(await h.queue.getJob(low)).toBeUndefined();

@@ -9,6 +9,7 @@ import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
 import type { DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { DatabaseGate } from "../../../workers/database-gate.js";
 import { createDeliveryProcessor } from "../../../workers/deliver.js";
+import { createDeliveryStore } from "../../../workers/delivery-store.js";
 import {
   createHarness,
   eventually,
@@ -92,6 +93,7 @@ function processorWith(provider: SmsProvider) {
   const gate = new DatabaseGate({ probe: () => worker.sql`select 1`, probeIntervalMs: 50, logger });
   const deliver = createDeliveryProcessor({
     db: worker.db,
+    store: createDeliveryStore(worker.sql),
     providers: simulatorProviders({ sms: provider }),
     policy: { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 600_000 },
     logger,

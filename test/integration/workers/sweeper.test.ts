@@ -39,6 +39,7 @@ function startScopedWorker(): void {
   if (worker) return;
   const deliver = createDeliveryProcessor({
     db: h.db,
+    store: h.deliveryStore,
     providers: simulatorProviders(),
     policy,
     logger: silentLogger,
@@ -161,7 +162,7 @@ describe("sweeper", () => {
   it("given a message whose job was lost while a retry was scheduled, when swept, then it is re-added delayed until the retry is due", async () => {
     const id = await acceptWithLostJob();
     // The first attempt failed and the provider asked to wait 800 ms; then Redis lost the job.
-    const scheduled = await h.db.transaction(async (tx) => {
+    const scheduled = await h.sql.begin(async (tx) => {
       let state = await loadMessage(tx, id);
       const start = decide(state, {
         type: "start_attempt",

@@ -27,7 +27,7 @@ export const getMessageEvents = defineRoute({
   async handler(c, deps) {
     const { message_id } = c.req.valid("param");
     // Every message has its accepted event, so no events means no such message in this organization.
-    const events = await loadHistory(deps.db, c.get("organization").id, message_id);
+    const events = await loadHistory(deps.store, c.get("organization").id, message_id);
     if (events.length === 0) throw noSuchMessage();
     return c.json({ events }, 200);
   },

@@ -1,6 +1,4 @@
 import { createRoute } from "@hono/zod-openapi";
-import { databaseQueueLimits } from "../../../store/micro-batch.js";
-import { findMessageRow } from "../../../store/records.js";
 import { jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
@@ -22,7 +20,7 @@ export const getMessage = defineRoute({
   async handler(c, deps) {
     const { message_id } = c.req.valid("param");
     const organization = c.get("organization");
-    const row = await findMessageRow(deps.db, organization.id, message_id, databaseQueueLimits(deps.config));
+    const row = await deps.store.findRecord(organization.id, message_id);
     if (!row) throw noSuchMessage();
     return c.json(toMessageRecord(row), 200);
   },

@@ -1,4 +1,3 @@
-import { hash } from "node:crypto";
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { NotificationType } from "../../../domain/priority.js";
@@ -99,18 +98,6 @@ export interface SendRequest {
   notificationType: NotificationType | undefined;
 }
 
-/**
- * What the message will be, defaults applied, hashed: the same key with the same hash replays.
- * (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change.)
- */
-function requestHash({ content, retryEnabled, notificationType }: SendRequest): string {
-  return hash(
-    "sha256",
-    JSON.stringify(Object.assign({}, content, { retryEnabled, notificationType })),
-    "hex",
-  );
-}
-
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
 export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
   const { label, content, retryEnabled, notificationType } = request;
@@ -122,9 +109,7 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
     content,
     retryEnabled,
     notificationType,
-    idempotency: request.idempotencyKey
-      ? { key: request.idempotencyKey, requestHash: requestHash(request) }
-      : undefined,
+    idempotencyKey: request.idempotencyKey,
   });
   const accepted = `${label} notification accepted`;
   switch (result.outcome) {

@@ -1,16 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { inArray } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/postgres-js";
-import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Database } from "../../../db/client.js";
+import { createDatabase } from "../../../db/client.js";
 import { isDatabaseUnavailable } from "../../../db/errors.js";
 import * as schema from "../../../db/schema.js";
-import { type AcceptDeps, type AcceptRequest, acceptMessage } from "../../../src/messages/accept.js";
+import { type AcceptRequest, acceptMessage } from "../../../src/messages/accept.js";
+import { createMessageStore, type MessageStore } from "../../../src/store/message-store.js";
 import type { Organization } from "../../../src/store/organizations.js";
 import { TcpProxy } from "../../faults/support/tcp-proxy.js";
-import { createHarness, eventually, type Harness, onboard, silentLogger } from "../../support/harness.js";
+import { createHarness, eventually, type Harness, onboard } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**
@@ -49,15 +48,15 @@ async function throughProxy(latencyMs: number) {
   const url = new URL(own.url);
   url.port = String(proxy.port);
   let batchStatements = 0;
-  const client = postgres(url.toString(), {
-    max: 1,
-    onnotice: () => {},
-    debug: (_connection, query) => {
+  const { sql: client } = createDatabase({
+    url: url.toString(),
+    poolSize: 1,
+    onQuery: (query) => {
       if (query.includes("insert into idempotency_keys")) batchStatements++;
     },
   });
   return {
-    db: drizzle(client, { schema }) as Database,
+    store: createMessageStore({ sql: client, queuePrefix: "held-keys" }),
     proxy,
     get batchStatements() {
       return batchStatements;
@@ -69,37 +68,28 @@ async function throughProxy(latencyMs: number) {
   };
 }
 
-function acceptVia(db: Database, body: string, key?: string) {
+function acceptVia(store: MessageStore, body: string, key?: string) {
   const request: AcceptRequest = {
     organization,
     content: { channel: "sms", recipient: "+14155550100", sender: "ACME", body },
     retryEnabled: true,
     notificationType: undefined,
-    idempotency: key ? { key, requestHash: `hash of ${body}` } : undefined,
+    idempotencyKey: key,
   };
-  return acceptMessage(
-    {
-      db,
-      queue: { opts: { prefix: "held-keys" } } as AcceptDeps["queue"],
-      logger: silentLogger,
-      now: () => new Date(),
-      newId: uuidv7,
-    },
-    request,
-  );
+  return acceptMessage({ store, now: () => new Date(), newId: uuidv7 }, request);
 }
 
 /** One batch: three new messages, plus a replay and a conflicting reuse of a key an earlier message holds. */
-async function batchNeedingTheHeldKeysRead(db: Database) {
+async function batchNeedingTheHeldKeysRead(store: MessageStore) {
   const key = `held-${randomUUID()}`;
-  const holder = await acceptVia(h.db, "the first use of the key", key);
+  const holder = await acceptVia(h.deps.store, "the first use of the key", key);
   expect(holder.outcome).toBe("accepted");
   const settled = Promise.allSettled([
-    acceptVia(db, "new 1"),
-    acceptVia(db, "new 2"),
-    acceptVia(db, "new 3"),
-    acceptVia(db, "the first use of the key", key),
-    acceptVia(db, "another body for the key", key),
+    acceptVia(store, "new 1"),
+    acceptVia(store, "new 2"),
+    acceptVia(store, "new 3"),
+    acceptVia(store, "the first use of the key", key),
+    acceptVia(store, "another body for the key", key),
   ]);
   return settled;
 }
@@ -110,7 +100,7 @@ async function batchNeedingTheHeldKeysRead(db: Database) {
  */
 async function batchUntilTheHeldKeysRead(proxied: Awaited<ReturnType<typeof throughProxy>>) {
   const seen = proxied.proxy.watch([HELD_KEYS_READ]);
-  const settled = batchNeedingTheHeldKeysRead(proxied.db);
+  const settled = batchNeedingTheHeldKeysRead(proxied.store);
   await eventually(async () => (seen.has(HELD_KEYS_READ) ? true : undefined), 10_000, "the held-keys read");
   return { settled };
 }

@@ -1,0 +1,42 @@
+import type { SqlClient } from "../../db/client.js";
+import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-batcher.js";
+import { loadEvents, type StoredEvent } from "./events.js";
+import type { QueueLimits } from "./micro-batch.js";
+import type { MessageRow } from "./projection.js";
+import { createRecordFinder } from "./records.js";
+
+/**
+ * What the API reads and writes of messages. Concurrent accepts share one statement, and
+ * concurrent reads of records one query: the batches belong to this object, so a process makes
+ * one (at start-up) and every request shares it.
+ */
+export interface MessageStore {
+  /** Commits an accepted message (its event, record, outbox row and idempotency claim). */
+  accept(pending: PendingAccept): Promise<CommitResult>;
+  /** A message's record, if it belongs to the organization (another organization's is not found). */
+  findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
+  /** A message's events in order; none when the organization has no such message. */
+  loadEvents(organizationId: string, messageId: string): Promise<StoredEvent[]>;
+}
+
+export interface MessageStoreOptions {
+  sql: SqlClient;
+  /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue accepted messages go to. */
+  queuePrefix: string;
+  /**
+   * Bound the accepts and reads waiting while a statement runs: while one stalls, one more
+   * request is refused at once, and one its deadline has answered is dropped from the queue
+   * instead of being run later. Without them the queues have no bound.
+   */
+  limits?: QueueLimits;
+}
+
+export function createMessageStore(options: MessageStoreOptions): MessageStore {
+  const { sql, limits } = options;
+  const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
+  return {
+    accept: (pending) => batcher.commit(pending),
+    findRecord: createRecordFinder(sql, limits),
+    loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+  };
+}
