@@ -14,13 +14,6 @@ const PROJECT = "^(src|workers|db|scripts|test|bench)/";
 /** The channels' content types: plain data the domain's events carry, with no behaviour. */
 const CHANNEL_CONTENT = "^src/channels/[^/]+/content\\.ts$";
 
-/**
- * What the client-onboarding app takes from `src/api` today: the generic HTTP helpers (the error
- * type and its response, the JSON body reader, the request id, OpenAPI routes and /docs). They
- * must load nothing of the notification service's own: `onboarding-loads-no-notification-code`.
- */
-const GENERIC_HTTP_HELPERS = "^src/api/(errors|json-body|openapi|middleware/request-id)\\.ts$";
-
 /** Code only a sending process needs: each channel's providers, their shared helpers, the factory. */
 const PROVIDER_CODE = "^src/channels/([^/]+/providers/|providers/|providers\\.ts$)";
 
@@ -124,14 +117,25 @@ module.exports = {
       to: { path: PROVIDER_CODE, dependencyTypesNot: ["dynamic-import", "type-only"] },
     },
     {
-      name: "onboarding-shares-only-generic-http",
+      name: "http-helpers-are-generic",
       severity: "error",
       comment:
-        "The client-onboarding app is a second service with its own process; from the " +
-        "notification API it takes only the generic HTTP helpers (see GENERIC_HTTP_HELPERS), " +
-        "never its routes, auth, wire formats or use cases.",
+        "src/http holds what any Hono app of ours shares: the error type and the one error " +
+        "handler, the JSON body reader, body limits, the request id, OpenAPI routes and /docs. " +
+        "Both the notification API and the client-onboarding app use it, so it knows neither: " +
+        "it imports only itself and db/errors.ts (a database that cannot answer is a 503).",
+      from: { path: "^src/http/" },
+      to: { path: PROJECT, pathNot: ["^src/http/", "^db/errors\\.ts$"] },
+    },
+    {
+      name: "onboarding-shares-nothing-with-the-api",
+      severity: "error",
+      comment:
+        "The client-onboarding app is a second service with its own process: it shares the " +
+        "generic HTTP helpers of src/http with the notification API, never the API's routes, " +
+        "auth, wire formats or use cases.",
       from: { path: "^src/client-onboarding/" },
-      to: { path: "^src/api/", pathNot: GENERIC_HTTP_HELPERS },
+      to: { path: "^src/api/" },
     },
     {
       name: "onboarding-loads-no-notification-code",

@@ -75,3 +75,14 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     (code.length === 5 && UNAVAILABLE_CLASSES.has(code.slice(0, 2)))
   );
 }
+
+/** An item refused without being run: `run` never saw it. */
+export class QueueRefusedError extends Error {
+  constructor(readonly reason: "queue_full" | "deadline_passed") {
+    super(
+      reason === "queue_full"
+        ? "too many requests are waiting for the database"
+        : "the request waited for the database past its deadline",
+    );
+  }
+}

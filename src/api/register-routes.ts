@@ -1,12 +1,12 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import { errorResponse } from "./errors.js";
-import { MAX_BODY_BYTES } from "./json-body.js";
+import { headerBodyLimit } from "../http/body-limit.js";
+import { errorResponse } from "../http/errors.js";
+import { MAX_BODY_BYTES } from "../http/json-body.js";
+import { openapiRoute } from "../http/openapi.js";
 import { apiKeyAuth } from "./middleware/api-key-auth.js";
-import { headerBodyLimit } from "./middleware/body-limit.js";
 import { onboardingAuth } from "./middleware/onboarding-auth.js";
 import { sendRateLimit } from "./middleware/rate-limit.js";
-import { openapiRoute } from "./openapi.js";
 import type { AppDeps, AppEnv, Route } from "./types.js";
 
 /**

@@ -1,10 +1,10 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { errorResponse, handleError } from "../api/errors.js";
-import { MAX_BODY_BYTES } from "../api/json-body.js";
-import { requestId } from "../api/middleware/request-id.js";
-import { openapiRoute, serveDocs, validationHook } from "../api/openapi.js";
+import { errorResponse, handleError } from "../http/errors.js";
+import { MAX_BODY_BYTES } from "../http/json-body.js";
+import { openapiRoute, serveDocs, validationHook } from "../http/openapi.js";
+import { requestId } from "../http/request-id.js";
 import { onboardClient, onboardRoute } from "./onboard.js";
 import { rateLimitByClient } from "./rate-limit.js";
 import type { ClientOnboardingDeps, ClientOnboardingEnv } from "./types.js";

@@ -1,8 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { ApiError } from "../api/errors.js";
-import { parseJsonBody } from "../api/json-body.js";
-import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../api/openapi.js";
+import { ApiError } from "../http/errors.js";
+import { parseJsonBody } from "../http/json-body.js";
+import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../http/openapi.js";
 import { keyPrefix } from "../runtime/api-keys.js";
 import { AppNameTakenError, registerClient } from "./clients.js";
 import type { ClientOnboardingContext, ClientOnboardingDeps } from "./types.js";

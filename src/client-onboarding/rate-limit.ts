@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
-import { ApiError } from "../api/errors.js";
+import { ApiError } from "../http/errors.js";
 import type { ClientOnboardingContext, ClientOnboardingEnv } from "./types.js";
 
 export interface RateLimitOptions {

@@ -1,3 +1,4 @@
+import { QueueRefusedError } from "../../db/errors.js";
 export interface MicroBatchOptions extends QueueLimits {
   /** Most items handed to `run` at once. */
   maxBatch: number;
@@ -22,17 +23,6 @@ export interface QueueLimits {
    * Unset: no limit.
    */
   maxWaitMs?: number;
-}
-
-/** An item refused without being run: `run` never saw it. */
-export class QueueRefusedError extends Error {
-  constructor(readonly reason: "queue_full" | "deadline_passed") {
-    super(
-      reason === "queue_full"
-        ? "too many requests are waiting for the database"
-        : "the request waited for the database past its deadline",
-    );
-  }
 }
 
 /**

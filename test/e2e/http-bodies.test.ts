@@ -6,8 +6,8 @@ import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from
 /**
  * Request bodies and headers as Node's HTTP server really receives them (Content-Length or
  * chunked), which in-process `app.request` cannot show: the web process reads and limits bodies
- * without building a WHATWG Request (src/api/middleware/body-limit.ts) and reads headers from Node's own
- * parse (src/api/middleware/node-request.ts).
+ * without building a WHATWG Request (src/http/body-limit.ts) and reads headers from Node's own
+ * parse (src/http/node-request.ts).
  */
 let web: RunningProcess | undefined;
 let port = 0;

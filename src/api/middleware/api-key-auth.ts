@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from "hono";
+import { ApiError } from "../../http/errors.js";
+import { requestHeader } from "../../http/node-request.js";
 import { hashApiKey } from "../../runtime/api-keys.js";
 import { findKeyOwner, type KeyOwner } from "../../store/organizations.js";
-import { ApiError } from "../errors.js";
 import type { AppDeps, AppEnv } from "../types.js";
-import { requestHeader } from "./node-request.js";
 
 const INVALID_KEY = "Missing or invalid API key";
 const KEY_SHAPE = /^ntf_[A-Za-z0-9_-]{43}$/;

@@ -1,8 +1,8 @@
 import type { MiddlewareHandler } from "hono";
+import { ApiError } from "../../http/errors.js";
+import { requestHeader } from "../../http/node-request.js";
 import { secretsEqual } from "../../runtime/api-keys.js";
-import { ApiError } from "../errors.js";
 import type { AppEnv } from "../types.js";
-import { requestHeader } from "./node-request.js";
 
 /** When an onboarding token is configured, onboarding needs `Authorization: Bearer <token>`. */
 export function onboardingAuth(token: string | undefined): MiddlewareHandler<AppEnv> {

@@ -7,10 +7,10 @@ import {
   RateLimiterRes,
   RLWrapperTimeouts,
 } from "rate-limiter-flexible";
+import { ApiError } from "../../http/errors.js";
 import type { Config } from "../../runtime/config.js";
 import type { Logger } from "../../runtime/logger.js";
 import { microBatch } from "../../store/micro-batch.js";
-import { ApiError } from "../errors.js";
 import type { AppEnv } from "../types.js";
 
 /** Past this the limiter's Redis counts as unavailable for that request, and the process limits on its own. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { microBatch, QueueRefusedError } from "../../../src/store/micro-batch.js";
+import { QueueRefusedError } from "../../../db/errors.js";
+import { microBatch } from "../../../src/store/micro-batch.js";
 
 /**
  * The grouping under every database path of the API (src/store/micro-batch.ts), on its own: its queue

@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
+import { jsonContent } from "../../../http/openapi.js";
 import { historyEntry, loadHistory } from "../../../messages/history.js";
-import { jsonContent } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
 import { messageIdParams, noSuchMessage, oneMessageErrors } from "./one-message.js";
 

@@ -1,5 +1,5 @@
 import { createRoute } from "@hono/zod-openapi";
-import { jsonContent } from "../../openapi.js";
+import { jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
 import { messageIdParams, noSuchMessage, oneMessageErrors } from "./one-message.js";

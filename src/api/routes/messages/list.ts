@@ -1,8 +1,8 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { CHANNELS, STATUSES } from "../../../domain/events.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { ApiError } from "../../errors.js";
-import { API_KEY_ERRORS, errorResponses, SERVER_ERRORS } from "../../openapi.js";
+import { ApiError } from "../../../http/errors.js";
+import { API_KEY_ERRORS, errorResponses, SERVER_ERRORS } from "../../../http/openapi.js";
 import { uuidParam } from "../../wire/common-schemas.js";
 
 /** What the routes reading one message by `{message_id}` share: the parameter, the errors, the 404. */

@@ -1,15 +1,15 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { NotificationType } from "../../../domain/priority.js";
-import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
-import { ApiError } from "../../errors.js";
+import { ApiError } from "../../../http/errors.js";
 import {
   API_KEY_ERRORS,
   errorResponses,
   JSON_BODY_ERRORS,
   jsonContent,
   SERVER_ERRORS,
-} from "../../openapi.js";
+} from "../../../http/openapi.js";
+import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
 import type { AppContext, AppDeps } from "../../types.js";
 import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/common-schemas.js";
 

@@ -1,7 +1,7 @@
 import type { Channel } from "../../../channels/channel.js";
 import { channels } from "../../../channels/index.js";
-import { ApiError } from "../../errors.js";
-import { parseJsonBody } from "../../json-body.js";
+import { ApiError } from "../../../http/errors.js";
+import { parseJsonBody } from "../../../http/json-body.js";
 import { defineRoute } from "../../types.js";
 import { answerSend, sendBody, sendRouteDefinition } from "./send-route.js";
 

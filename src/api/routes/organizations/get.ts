@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { ApiError } from "../../errors.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { ApiError } from "../../../http/errors.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import { productIdParam, uuidParam } from "../../wire/common-schemas.js";
 import { organizationRecord } from "../../wire/organization.js";

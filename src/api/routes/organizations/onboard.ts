@@ -1,9 +1,9 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
+import { ApiError } from "../../../http/errors.js";
+import { parseJsonBody } from "../../../http/json-body.js";
+import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { createOrganizations, DuplicateOrganizationError } from "../../../store/organizations.js";
-import { ApiError } from "../../errors.js";
-import { parseJsonBody } from "../../json-body.js";
-import { errorResponses, JSON_BODY_ERRORS, jsonContent, SERVER_ERRORS } from "../../openapi.js";
 import { defineRoute } from "../../types.js";
 import { productIdParam } from "../../wire/common-schemas.js";
 import { createdOrganization } from "../../wire/organization.js";

@@ -2,9 +2,9 @@ import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { templateName, templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
-import { ApiError } from "../../errors.js";
-import { parseJsonBody } from "../../json-body.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { ApiError } from "../../../http/errors.js";
+import { parseJsonBody } from "../../../http/json-body.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import { contentFields, storedContent, TEMPLATE_BODY } from "./one-template.js";
 

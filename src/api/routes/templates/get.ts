@@ -1,7 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import { findTemplate } from "../../../channels/email/templates/store.js";
-import { jsonContent } from "../../openapi.js";
+import { jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
 

@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { templateSummary, toTemplateSummary } from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
-import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../openapi.js";
+import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 
 export const listTemplates = defineRoute({

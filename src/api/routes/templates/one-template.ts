@@ -5,14 +5,14 @@ import {
   templateName,
   templateText,
 } from "../../../channels/email/templates/schemas.js";
-import { ApiError } from "../../errors.js";
+import { ApiError } from "../../../http/errors.js";
 import {
   API_KEY_ERRORS,
   type ErrorStatus,
   errorResponses,
   jsonBodyErrors,
   SERVER_ERRORS,
-} from "../../openapi.js";
+} from "../../../http/openapi.js";
 
 /**
  * What the template routes share: the `{name}` parameter, the 404 of a template the key's

@@ -13,9 +13,9 @@ import {
   templateContent,
 } from "../../../channels/email/templates/schemas.js";
 import { findTemplate } from "../../../channels/email/templates/store.js";
-import { ApiError } from "../../errors.js";
-import { parseJsonBody } from "../../json-body.js";
-import { JSON_BODY_ERRORS, jsonContent } from "../../openapi.js";
+import { ApiError } from "../../../http/errors.js";
+import { parseJsonBody } from "../../../http/json-body.js";
+import { JSON_BODY_ERRORS, jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
 

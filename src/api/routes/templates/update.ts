@@ -2,8 +2,8 @@ import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { templateRecord, toTemplateRecord } from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
-import { parseJsonBody } from "../../json-body.js";
-import { jsonContent } from "../../openapi.js";
+import { parseJsonBody } from "../../../http/json-body.js";
+import { jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import {
   contentFields,

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { serveApiReference } from "./api-docs.js";
 import { ApiError, describeZodError } from "./errors.js";
 import { MAX_BODY_BYTES } from "./json-body.js";
-import { requestHeader } from "./middleware/node-request.js";
+import { requestHeader } from "./node-request.js";
 
 /** The body of every error response, on every path. */
 export const errorBody = z

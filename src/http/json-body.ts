@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { z } from "zod";
 import { ApiError, describeZodError } from "./errors.js";
-import { readBodyText, requestHeader } from "./middleware/node-request.js";
+import { readBodyText, requestHeader } from "./node-request.js";
 
 export const MAX_BODY_BYTES = 64 * 1024;
 

@@ -3,8 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { isDatabaseUnavailable } from "../../db/errors.js";
-import { QueueRefusedError } from "../store/micro-batch.js";
+import { isDatabaseUnavailable, QueueRefusedError } from "../../db/errors.js";
 
 /** The one error type handlers throw; `onError` turns it into `{ "error": message }`. */
 export class ApiError extends Error {
