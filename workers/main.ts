@@ -2,10 +2,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
 import { renderSandbox } from "../src/channels/email/templates/sandbox.js";
-import { createProviders } from "../src/channels/index.js";
+import { createProviders, type Providers } from "../src/channels/index.js";
 import { createMetrics } from "../src/observability/metrics.js";
 import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
-import { type Config, loadConfig } from "../src/runtime/config.js";
+import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createRedis } from "../src/runtime/redis.js";
@@ -110,7 +110,7 @@ async function main(): Promise<void> {
   logger.info(
     {
       concurrency: config.WORKER_CONCURRENCY,
-      providers: { sms: config.SMS_PROVIDER, email: config.EMAIL_PROVIDER, push: config.PUSH_PROVIDER },
+      providers: Object.fromEntries(Object.entries(providers).map(([channel, { name }]) => [channel, name])),
     },
     "delivery worker started",
   );
@@ -128,13 +128,13 @@ async function main(): Promise<void> {
       // provider call may take to record theirs. A job left waiting on Redis after that is taken
       // again later as stalled, and finds its message where its events left it.
       await worker.close(true);
-      await Promise.race([deliveries.idle(), sleep(providerCallMs(config) + 1000)]);
+      await Promise.race([deliveries.idle(), sleep(longestProviderCallMs(providers) + 1000)]);
     }
     // After the jobs: any render they still wait for finishes first.
     await renderSandbox.close();
     await periodicStopped;
     await relay.stop();
-    await providers.email.close?.();
+    await Promise.all(Object.values(providers).map((provider) => provider.close?.()));
     await queue.close();
     redis.disconnect();
     workerRedis.disconnect();
@@ -142,9 +142,9 @@ async function main(): Promise<void> {
   });
 }
 
-/** The longest a provider call may take. */
-function providerCallMs(config: Config): number {
-  return Math.max(config.TWILIO_TIMEOUT_MS, config.SMTP_TIMEOUT_MS, config.PUSH_TIMEOUT_MS);
+/** The longest a call of any of the providers may take. */
+function longestProviderCallMs(providers: Providers): number {
+  return Math.max(0, ...Object.values(providers).map((provider) => provider.timeoutMs ?? 0));
 }
 
 /** Wraps a job processor to know when no call of it is running. */

@@ -14,6 +14,8 @@ export interface ProviderMessage {
  */
 export interface Provider<M extends ProviderMessage> {
   readonly name: string;
+  /** The longest one call may take (its time-out); none for a simulator, which answers at once. */
+  readonly timeoutMs?: number;
   send(message: M): Promise<DeliveryOutcome>;
   /** Releases pooled connections at shutdown. */
   close?(): Promise<void>;

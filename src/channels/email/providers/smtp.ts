@@ -44,13 +44,13 @@ export class SmtpEmailProvider implements EmailProvider {
   readonly name = "smtp";
   readonly #transport: Transporter<SMTPSentMessageInfo>;
   readonly #server: string;
-  readonly #timeoutMs: number;
+  readonly timeoutMs: number;
   /** Strings never allowed into an error message: the password and the AUTH lines that carry it. */
   readonly #secrets: string[];
 
   constructor(options: SmtpEmailProviderOptions) {
     this.#server = `${options.host}:${options.port}`;
-    this.#timeoutMs = options.timeoutMs;
+    this.timeoutMs = options.timeoutMs;
     this.#secrets = secretsOf(options.user, options.password);
     this.#transport = nodemailer.createTransport({
       host: options.host,
@@ -82,7 +82,7 @@ export class SmtpEmailProvider implements EmailProvider {
       const info = await this.#transport.sendMail(mailOptions(message));
       return { ok: true, provider: this.name, providerMessageId: providerMessageIdOf(info) };
     } catch (err) {
-      return this.#failure(classify(err, this.#server, this.#timeoutMs));
+      return this.#failure(classify(err, this.#server, this.timeoutMs));
     }
   }
 

@@ -29,7 +29,7 @@ const MAX_BODY_EXCERPT = 200;
 export class WebPushProvider implements PushProvider {
   readonly name = "webpush";
   readonly #vapid: { subject: string; publicKey: string; privateKey: string };
-  readonly #timeoutMs: number;
+  readonly timeoutMs: number;
   readonly #fetch: typeof fetch;
 
   /** Throws if the VAPID keys or subject are unusable, so a bad key stops start-up, not every send. */
@@ -40,7 +40,7 @@ export class WebPushProvider implements PushProvider {
       privateKey: options.vapidPrivateKey,
     };
     validateVapid(this.#vapid);
-    this.#timeoutMs = options.timeoutMs;
+    this.timeoutMs = options.timeoutMs;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
@@ -74,7 +74,7 @@ export class WebPushProvider implements PushProvider {
     try {
       return await this.#post(message, request, host, secrets);
     } catch (err) {
-      return this.#failure(classifyFetchError(err, `push service ${host}`, this.#timeoutMs), secrets);
+      return this.#failure(classifyFetchError(err, `push service ${host}`, this.timeoutMs), secrets);
     }
   }
 
@@ -91,7 +91,7 @@ export class WebPushProvider implements PushProvider {
       // The VAPID token is bound to the endpoint's origin, so a redirect cannot succeed, and
       // following it would hand the token and the payload to another host.
       redirect: "manual",
-      signal: AbortSignal.timeout(this.#timeoutMs),
+      signal: AbortSignal.timeout(this.timeoutMs),
     });
     // Read inside the same time-out: a service that sends headers then stalls is still stalled.
     const text = await response.text();

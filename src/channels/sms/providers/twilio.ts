@@ -30,7 +30,7 @@ export class TwilioSmsProvider implements SmsProvider {
   readonly #authorization: string;
   /** Strings never allowed into an error message: the token and the header that carries it. */
   readonly #secrets: string[];
-  readonly #timeoutMs: number;
+  readonly timeoutMs: number;
   readonly #fetch: typeof fetch;
 
   constructor(options: TwilioSmsProviderOptions) {
@@ -39,7 +39,7 @@ export class TwilioSmsProvider implements SmsProvider {
     const credentials = Buffer.from(`${options.accountSid}:${options.authToken}`).toString("base64");
     this.#authorization = `Basic ${credentials}`;
     this.#secrets = options.authToken ? [options.authToken, credentials] : [];
-    this.#timeoutMs = options.timeoutMs;
+    this.timeoutMs = options.timeoutMs;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
@@ -47,7 +47,7 @@ export class TwilioSmsProvider implements SmsProvider {
     try {
       return await this.#send(message);
     } catch (err) {
-      return this.#failure(classifyFetchError(err, "Twilio", this.#timeoutMs));
+      return this.#failure(classifyFetchError(err, "Twilio", this.timeoutMs));
     }
   }
 
@@ -63,7 +63,7 @@ export class TwilioSmsProvider implements SmsProvider {
       // A redirect would mean a misconfigured base URL; following it could resend the
       // credentials to another host, so it is reported instead.
       redirect: "manual",
-      signal: AbortSignal.timeout(this.#timeoutMs),
+      signal: AbortSignal.timeout(this.timeoutMs),
     });
     // Read inside the same time-out: a provider that sends headers then stalls is still stalled.
     const text = await response.text();
