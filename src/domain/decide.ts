@@ -11,14 +11,9 @@ import { evolve, isTerminal, type MessageState } from "./state.js";
 export type Command =
   | { type: "accept"; message: MessageContent; now: Date }
   /**
-   * A rejection before any provider call, for a reason the caller established. The worker does
-   * not use it: `start_attempt` decides the pre-send rejections from the facts it is given.
-   * `error` says why, for the history.
-   */
-  | { type: "reject_before_send"; reason: RejectedReason; error?: DeliveryError; now: Date }
-  /**
    * A delivery job wants the next attempt to start. The worker passes the facts, the domain
-   * decides: reject, expire, wait, ask for the preparation, or start.
+   * decides: reject, expire, wait, ask for the preparation, or start. Every rejection before a
+   * provider call is decided here; a new pre-send check becomes a fact of this command.
    */
   | {
       type: "start_attempt";
@@ -77,10 +72,6 @@ export function decide(state: MessageState, command: Command): Decision {
           { type: "accepted", retryCount: 0, occurredAt: command.now.toISOString(), data: command.message },
         ],
       };
-    case "reject_before_send":
-      if (state.status !== "accepted" && state.status !== "pending")
-        return { refused: "illegal", reason: `cannot reject a ${state.status} message before sending` };
-      return rejectBeforeSend(state, command.reason, command.error, command.now);
     case "start_attempt":
       return startAttempt(state, command);
     case "record_outcome":

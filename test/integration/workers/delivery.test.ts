@@ -440,10 +440,13 @@ describe("the event store", () => {
   it("given two concurrent appends from the same loaded state, then exactly one commits", async () => {
     const id = await accept(idle, idleKey, { payload: { to: ORDINARY, body: "race" } });
     const loaded = await loadMessage(idle.sql, id);
+    // The organization was deactivated meanwhile: the domain decides to reject the message.
     const reject = decide(loaded, {
-      type: "reject_before_send",
-      reason: "organization_inactive",
+      type: "start_attempt",
       now: new Date(),
+      policy,
+      random: 0.5,
+      organizationActive: false,
     });
     const start = decide(loaded, startNow());
     if (!("events" in reject) || !("events" in start)) throw new Error("refused");

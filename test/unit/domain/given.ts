@@ -179,12 +179,6 @@ export const ACTIVE_AND_READY: Facts = { organizationActive: true, preparation: 
 
 export const cmd = {
   accept: (message: MessageContent = content(), t = 0): Command => ({ type: "accept", message, now: at(t) }),
-  rejectBeforeSend: (reason: RejectedReason, t = 0, error?: DeliveryError): Command => ({
-    type: "reject_before_send",
-    reason,
-    now: at(t),
-    ...(error && { error }),
-  }),
   start: (
     t: number,
     { policy = POLICY, random = 0 }: Knobs = {},

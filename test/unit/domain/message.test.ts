@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type Command, decide } from "../../../src/domain/decide.js";
-import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
 import {
   type MessageContent,
   type MessageEvent,
@@ -25,6 +25,7 @@ import {
   delivered,
   errorOf,
   ev,
+  type Facts,
   given,
   HOUR,
   historyWithAttemptInFlight,
@@ -178,53 +179,6 @@ describe("accepted -> pending", () => {
       .when(cmd.start(10 * MINUTE - 1))
       .events();
     expect(events).toEqual([ev.started(1, 0, 10 * MINUTE - 1)]);
-  });
-});
-
-describe("accepted -> rejected (pre-send check)", () => {
-  it("a message of an organization deactivated after acceptance is rejected without an attempt", () => {
-    const result = given([ev.accepted()]).when(cmd.rejectBeforeSend("organization_inactive", 500));
-    expect(result.events()).toEqual([ev.rejected("organization_inactive", 0, 0, 500)]);
-    expect(result.state()).toMatchObject({
-      status: "rejected",
-      reason: "organization_inactive",
-      attempts: 0,
-      retryCount: 0,
-    });
-  });
-
-  it("a suppressed recipient is rejected before sending", () => {
-    const events = given([ev.accepted()]).when(cmd.rejectBeforeSend("recipient_refused", 500)).events();
-    expect(events).toEqual([ev.rejected("recipient_refused", 0, 0, 500)]);
-  });
-
-  it("an e-mail whose template is missing is rejected with the reason in its error", () => {
-    const error: DeliveryError = {
-      class: "rejected",
-      code: "template_not_found",
-      message: 'no template named "welcome" in this organization',
-    };
-    const result = given([ev.accepted()]).when(cmd.rejectBeforeSend("template_not_found", 500, error));
-    expect(result.events()).toEqual([ev.rejected("template_not_found", 0, 0, 500, error)]);
-    expect(result.state()).toMatchObject({ status: "rejected", reason: "template_not_found" });
-  });
-});
-
-describe("pending -> rejected (pre-send check before a later attempt)", () => {
-  const error: DeliveryError = { class: "rejected", code: "template_not_found", message: "deleted" };
-
-  it("a retry whose template was deleted meanwhile is rejected, keeping its attempts and retries", () => {
-    const history = [ev.accepted(), ev.started(1, 0, SECOND), ev.scheduled(1, 1, 2 * SECOND, 5 * SECOND)];
-    const result = given(history).when(cmd.rejectBeforeSend("template_not_found", 5 * SECOND, error));
-    expect(result.events()).toEqual([ev.rejected("template_not_found", 1, 1, 5 * SECOND, error)]);
-    expect(result.state()).toMatchObject({ status: "rejected", attempts: 1, retryCount: 1 });
-  });
-
-  it("an interrupted attempt (no recorded outcome) can still be followed by a rejection", () => {
-    const result = given(historyWithAttemptInFlight(2)).when(
-      cmd.rejectBeforeSend("template_render_failed", HOUR, error),
-    );
-    expect(result.events()).toEqual([ev.rejected("template_render_failed", 2, 1, HOUR, error)]);
   });
 });
 
@@ -468,7 +422,6 @@ describe("decide refuses what the table does not allow", () => {
   const terminal: Status[] = ["success", "failed", "rejected"];
   const commandsFor = (state: MessageState): Record<string, Command> => ({
     accept: cmd.accept(content(), HOUR),
-    reject_before_send: cmd.rejectBeforeSend("organization_inactive", HOUR),
     start_attempt: cmd.start(HOUR),
     record_outcome: cmd.record(state.status === "initial" ? 1 : state.attempts, delivered, HOUR),
   });
@@ -488,12 +441,6 @@ describe("decide refuses what the table does not allow", () => {
   it("accepting the same message twice is refused", () => {
     expect(given([ev.accepted()]).when(cmd.accept()).refused()).toMatchObject({ refused: "illegal" });
     expect(given(historyWithAttemptInFlight(1)).when(cmd.accept()).refused()).toMatchObject({
-      refused: "illegal",
-    });
-  });
-
-  it("reject_before_send is refused for a message that was never accepted", () => {
-    expect(given([]).when(cmd.rejectBeforeSend("organization_inactive")).refused()).toMatchObject({
       refused: "illegal",
     });
   });
@@ -799,6 +746,22 @@ function prng(seed: number): () => number {
   };
 }
 
+/**
+ * Facts that stop an attempt before any provider call: an organization deactivated since
+ * acceptance (it rejects only a message not yet attempted), or a template that is missing.
+ */
+const REFUSING_FACTS: readonly Facts[] = [
+  { organizationActive: false, preparation: { ready: true } },
+  {
+    organizationActive: true,
+    preparation: {
+      ready: false,
+      reason: "template_not_found",
+      error: { class: "rejected", code: "template_not_found", message: "deleted" },
+    },
+  },
+];
+
 const RANK: Record<MessageState["status"], number> = {
   initial: 0,
   accepted: 1,
@@ -852,7 +815,7 @@ describe("random command sequences (property)", () => {
           step === 0 || roll < 0.05
             ? cmd.accept(message, now)
             : roll < 0.1
-              ? cmd.rejectBeforeSend(pick(["organization_inactive", "template_not_found"] as const), now)
+              ? cmd.start(now, knobs, pick(REFUSING_FACTS))
               : roll < 0.55
                 ? cmd.start(now, knobs)
                 : cmd.record(attempt, pick(outcomes), now, knobs);

@@ -55,6 +55,7 @@ describe("start_attempt: the organization was deactivated after acceptance", () 
       status: "rejected",
       reason: "organization_inactive",
       attempts: 0,
+      retryCount: 0,
     });
   });
 
