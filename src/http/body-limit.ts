@@ -7,7 +7,7 @@ type BodyLimitOptions = Parameters<typeof bodyLimit>[0];
 /**
  * hono's `bodyLimit`, minus its cost on the common path. hono's reads `c.req.raw.body`, which
  * makes @hono/node-server build a full WHATWG Request (a ReadableStream, an AbortSignal) for
- * every request, GETs included: about 100 µs of CPU each. Under node-server a request without a
+ * every request, GETs included, which costs more CPU than the rest of a read. Under node-server a request without a
  * body, or with a Content-Length and no Transfer-Encoding, is decided from its headers alone
  * (Node's parser holds the body to its Content-Length); a chunked body, or any request outside
  * node-server, goes through hono's `bodyLimit`, which counts the bytes as they arrive.

@@ -7,7 +7,7 @@ const patched = Symbol("coalesceWrites");
  * Makes a Redis client send everything it writes during one turn of the event loop in a single
  * socket write. ioredis writes each command as it is issued, and concurrent requests issue theirs
  * from separate I/O callbacks, so its own auto-pipelining (one tick) never groups them; on this
- * kind of machine a write to a local socket costs tens of microseconds. The socket is corked at
+ * kind of machine each write to a local socket is a costly system call. The socket is corked at
  * the first write of a turn and uncorked right after the turn's I/O callbacks (setImmediate), so
  * a command waits at most until then. The socket is re-patched after every reconnect.
  */

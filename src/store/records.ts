@@ -112,7 +112,7 @@ export function createRecordFinder(sql: SqlClient, limits: QueueLimits = {}): Fi
 
 async function findMany(sql: SqlClient, keys: Key[]): Promise<Array<MessageRow | undefined>> {
   // The ids as one array parameter, not a JSON set to join: Postgres costs a join to a
-  // set-returning function at 100 rows and, on tables of up to ~100k rows, chose to scan the
+  // set-returning function at 100 rows and, on tables of moderate size, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
   const rows = await sql`
     select ${sql.unsafe(SELECT)}

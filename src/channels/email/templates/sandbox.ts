@@ -5,10 +5,9 @@ import { type RenderedPart, TemplateRenderError } from "./render-error.js";
 /** A render still running after this fails, and its thread is replaced. */
 export const RENDER_DEADLINE_MS = 2000;
 /**
- * The thread's heap (V8 old generation). The renderer's libraries take 11 MB and the largest
- * template (512 KiB of HTML, regions filled, text derived) needs under 32 MB in all. Compiling
- * Handlebars is the greedy part (~25 KB per expression): a part with more than ~2,500
- * expressions fails here.
+ * The thread's heap (V8 old generation): room for the renderer's libraries and the largest
+ * template (512 KiB of HTML, regions filled, text derived) with a margin. Compiling Handlebars is
+ * the greedy part, so a part with thousands of expressions fails here (docs/decisions/0006).
  */
 export const RENDER_HEAP_MB = 64;
 
