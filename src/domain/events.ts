@@ -1,5 +1,3 @@
-import type { EmailTemplateFields } from "../channels/email/content.js";
-import type { PushContent } from "../channels/push/content.js";
 import type { DeliveryError } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 
@@ -42,11 +40,19 @@ interface CommonContent {
   expiresAt: string;
 }
 
+/**
+ * What each channel's messages carry besides the common fields, keyed by channel name. Each
+ * channel declares its own entry in its folder (`src/channels/<name>/content.ts` augments this
+ * interface), so the domain names no channel's content and imports nothing from the channels
+ * (the code of a channel whose entry is missing does not compile: its content has no fields).
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: the channels' content.ts files fill it in.
+export interface ChannelContents {}
+
 /** Everything fixed at acceptance. Timestamps are ISO 8601 strings so events are plain JSON. */
-export type MessageContent =
-  | (CommonContent & { channel: "sms"; body: string })
-  | (CommonContent & { channel: "email"; email: EmailTemplateFields })
-  | (CommonContent & { channel: "push"; push: PushContent });
+export type MessageContent = {
+  [C in Channel]: CommonContent & { channel: C } & ChannelContents[C];
+}[Channel];
 export type SmsMessageContent = Extract<MessageContent, { channel: "sms" }>;
 export type EmailMessageContent = Extract<MessageContent, { channel: "email" }>;
 export type PushMessageContent = Extract<MessageContent, { channel: "push" }>;

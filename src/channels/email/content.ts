@@ -4,6 +4,12 @@
  * the domain that holds it.
  */
 
+declare module "../../domain/events.js" {
+  interface ChannelContents {
+    email: { email: EmailTemplateFields };
+  }
+}
+
 export const MERGE_LANGUAGES = ["mailchimp", "handlebars"] as const;
 export type MergeLanguage = (typeof MERGE_LANGUAGES)[number];
 

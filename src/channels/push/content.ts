@@ -3,6 +3,12 @@
  * subscription's keys (its endpoint is the message's recipient) plus the notification shown.
  * Pure, like the domain that holds it.
  */
+
+declare module "../../domain/events.js" {
+  interface ChannelContents {
+    push: { push: PushContent };
+  }
+}
 export interface PushContent {
   /** The subscription's keys (its endpoint is the message's recipient). */
   keys: { p256dh: string; auth: string };
