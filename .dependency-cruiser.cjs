@@ -1,7 +1,9 @@
 /**
- * Which folder may import which: the arrows point one way, domain ← store ← channels and use
- * cases ← the API and the worker (STYLE.md, "Where things live"). `npm run lint` runs it over
- * src, workers, db and scripts; a forbidden import fails the lint with the rule's name and comment.
+ * Which folder may import which: the arrows point one way, from the entry points down to the
+ * pure domain: domain ← db ← channels ← store ← use cases (src/messages) ← the API and the
+ * worker, with src/runtime and src/http as toolkits beside them (docs/decisions/0023). `npm run
+ * lint` runs it over src, workers, db and scripts; a forbidden import fails the lint with the
+ * rule's name and comment.
  *
  * The rules name only the project's own folders, except `domain-is-pure`, which also keeps
  * packages and Node's modules out of the domain. Type-only imports count: a type that points the
@@ -15,7 +17,7 @@ const PROJECT = "^(src|workers|db|scripts|test|bench)/";
 const CHANNEL_CONTENT = "^src/channels/[^/]+/content\\.ts$";
 
 /** Code only a sending process needs: each channel's providers, their shared helpers, the factory. */
-const PROVIDER_CODE = "^src/channels/([^/]+/providers/|providers/|providers\\.ts$)";
+const PROVIDER_CODE = "^src/channels/(providers/|[^/]+/providers/)";
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

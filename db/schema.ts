@@ -21,7 +21,7 @@ import {
 import { CHANNELS, type MessageEvent, STATUSES } from "../src/domain/events.js";
 import { PRIORITY_TIERS } from "../src/domain/priority.js";
 
-const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+const timestamptz = <N extends string>(name: N) => timestamp(name, { withTimezone: true, mode: "date" });
 /** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
 const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
 

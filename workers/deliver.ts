@@ -1,7 +1,8 @@
 import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
-import { type Prepared, type Providers, prepareDelivery } from "../src/channels/prepare.js";
+import type { Prepared } from "../src/channels/channel.js";
+import { type Providers, prepareDelivery } from "../src/channels/index.js";
 import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import type { MessageEvent } from "../src/domain/events.js";

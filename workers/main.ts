@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
 import { createDatabase } from "../db/client.js";
-import { renderSandbox } from "../src/channels/email/templates/sandbox.js";
+import { RENDER_DEADLINE_MS, renderSandbox } from "../src/channels/email/templates/sandbox.js";
 import { createProviders, type Providers } from "../src/channels/index.js";
 import { createMetrics } from "../src/observability/metrics.js";
 import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
@@ -128,7 +128,7 @@ async function main(): Promise<void> {
       // provider call may take to record theirs. A job left waiting on Redis after that is taken
       // again later as stalled, and finds its message where its events left it.
       await worker.close(true);
-      await Promise.race([deliveries.idle(), sleep(longestProviderCallMs(providers) + 1000)]);
+      await Promise.race([deliveries.idle(), sleep(longestDeliveryMs(providers) + 1000)]);
     }
     // After the jobs: any render they still wait for finishes first.
     await renderSandbox.close();
@@ -142,9 +142,9 @@ async function main(): Promise<void> {
   });
 }
 
-/** The longest a call of any of the providers may take. */
-function longestProviderCallMs(providers: Providers): number {
-  return Math.max(0, ...Object.values(providers).map((provider) => provider.timeoutMs ?? 0));
+/** The longest one delivery may take: an e-mail's render, then a call of the slowest provider. */
+function longestDeliveryMs(providers: Providers): number {
+  return RENDER_DEADLINE_MS + Math.max(0, ...Object.values(providers).map((p) => p.timeoutMs ?? 0));
 }
 
 /** Wraps a job processor to know when no call of it is running. */

@@ -1,5 +1,7 @@
+import type { Database } from "../../db/client.js";
+import type { MessageContent } from "../domain/events.js";
 import type { Config } from "../runtime/config.js";
-import type { Channel, ChannelName } from "./channel.js";
+import type { Channel, ChannelName, Prepared } from "./channel.js";
 import { email } from "./email/index.js";
 import type { Provider, ProviderOptions } from "./providers/provider.js";
 import { push } from "./push/index.js";
@@ -39,4 +41,19 @@ export async function createProviders(config: Config, options: ProviderOptions =
     channels.map(async (channel) => [channel.name, await channel.createProvider(config, options)] as const),
   );
   return Object.fromEntries(created) as Providers;
+}
+
+/**
+ * Gets a message ready for its channel's provider (see each channel's `prepare.ts`). Throws only
+ * when the database does, or when the template sandbox cannot start its thread (both worth retrying).
+ */
+export function prepareDelivery(
+  deps: { db: Database; providers: Providers; now: () => Date },
+  message: MessageContent,
+): Promise<Prepared> | Prepared {
+  return channelNamed(message.channel).prepare(message, {
+    db: deps.db,
+    provider: deps.providers[message.channel],
+    now: deps.now,
+  });
 }

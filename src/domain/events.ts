@@ -54,8 +54,6 @@ export type MessageContent = {
   [C in Channel]: CommonContent & { channel: C } & ChannelContents[C];
 }[Channel];
 export type SmsMessageContent = Extract<MessageContent, { channel: "sms" }>;
-export type EmailMessageContent = Extract<MessageContent, { channel: "email" }>;
-export type PushMessageContent = Extract<MessageContent, { channel: "push" }>;
 
 export const FAILED_REASONS = [
   "retries_exhausted",

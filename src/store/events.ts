@@ -130,7 +130,7 @@ export function insertEventsFrom(sql: SqlClient, source: postgres.Fragment) {
 }
 
 /** {@link insertEventsFrom} the rows of {@link eventRows}. */
-export function insertEvents(sql: SqlClient, rows: readonly EventInsert[]) {
+function insertEvents(sql: SqlClient, rows: readonly EventInsert[]) {
   return insertEventsFrom(
     sql,
     sql`json_to_recordset(${JSON.stringify(rows)}::json) as e(${sql.unsafe(EVENT_INPUT)})`,

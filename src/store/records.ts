@@ -11,8 +11,6 @@ import type { MessageRow } from "./projection.js";
  */
 
 interface Column {
-  /** The property of {@link MessageRow}. */
-  key: keyof MessageRow;
   /** The SQL name, the key of a {@link recordColumns} object. */
   name: string;
   /** The SQL type, for the definition of a `json_to_recordset`. */
@@ -21,8 +19,7 @@ interface Column {
   timestamp: boolean;
 }
 
-const COLUMNS: readonly Column[] = Object.entries(getTableColumns(messages)).map(([key, column]) => ({
-  key: key as keyof MessageRow,
+const COLUMNS: readonly Column[] = Object.values(getTableColumns(messages)).map((column) => ({
   name: column.name,
   type: column.getSQLType(),
   primaryKey: column.primary,
@@ -47,24 +44,75 @@ const SELECT = COLUMNS.map((column) =>
     : `m.${column.name}`,
 ).join(", ");
 
-/** A record keyed by column name: what {@link insertRecords} takes. */
-export type RecordColumns = Record<string, unknown>;
+type Columns = typeof messages._.columns;
+type SqlName<K extends keyof MessageRow> = Columns[K]["_"]["name"];
+
+/** A record keyed by column name, what {@link insertRecords} takes: the table's names and types. */
+export type RecordColumns = { [K in keyof MessageRow as SqlName<K>]: MessageRow[K] };
+
+/** A record as the select list reads it: timestamps as epoch milliseconds. */
+type ReadColumns = {
+  [K in keyof MessageRow as SqlName<K>]: MessageRow[K] extends Date
+    ? number
+    : MessageRow[K] extends Date | null
+      ? number | null
+      : MessageRow[K];
+};
+
+// The two mappings are object literals rather than loops over COLUMNS: V8 builds a literal's
+// shape once, and they run for every accept, append and read. Their types come from the table,
+// so the compiler refuses a mapping that misses a column or names one that is not there.
 
 /** A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`). */
 export function recordColumns(row: MessageRow): RecordColumns {
-  const columns: RecordColumns = {};
-  for (const column of COLUMNS) columns[column.name] = row[column.key];
-  return columns;
+  return {
+    message_id: row.messageId,
+    organization_id: row.organizationId,
+    product_id: row.productId,
+    channel: row.channel,
+    status: row.status,
+    priority: row.priority,
+    notification_type: row.notificationType,
+    recipient: row.recipient,
+    sender: row.sender,
+    body: row.body,
+    subject: row.subject,
+    template_fields: row.templateFields,
+    retry_enabled: row.retryEnabled,
+    retry_count: row.retryCount,
+    version: row.version,
+    next_attempt_at: row.nextAttemptAt,
+    delivery_time: row.deliveryTime,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
 }
 
+const date = (epochMs: number | null) => (epochMs === null ? null : new Date(epochMs));
+
 /** A row read with the select list above, back to a {@link MessageRow}. */
-function readRecord(read: Record<string, unknown>): MessageRow {
-  const row: Record<string, unknown> = {};
-  for (const column of COLUMNS) {
-    const value = read[column.name];
-    row[column.key] = column.timestamp && value !== null ? new Date(value as number) : value;
-  }
-  return row as MessageRow;
+function readRecord(read: ReadColumns): MessageRow {
+  return {
+    messageId: read.message_id,
+    organizationId: read.organization_id,
+    productId: read.product_id,
+    channel: read.channel,
+    status: read.status,
+    priority: read.priority,
+    notificationType: read.notification_type,
+    recipient: read.recipient,
+    sender: read.sender,
+    body: read.body,
+    subject: read.subject,
+    templateFields: read.template_fields,
+    retryEnabled: read.retry_enabled,
+    retryCount: read.retry_count,
+    version: read.version,
+    nextAttemptAt: date(read.next_attempt_at),
+    deliveryTime: date(read.delivery_time),
+    createdAt: new Date(read.created_at),
+    updatedAt: new Date(read.updated_at),
+  };
 }
 
 /**
@@ -114,11 +162,11 @@ async function findMany(sql: SqlClient, keys: Key[]): Promise<Array<MessageRow |
   // The ids as one array parameter, not a JSON set to join: Postgres costs a join to a
   // set-returning function at 100 rows and, on tables of moderate size, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
-  const rows = await sql`
+  const rows = await sql<ReadColumns[]>`
     select ${sql.unsafe(SELECT)}
     from messages m
     where m.message_id = any(${keys.map((key) => key.messageId)}::uuid[])`;
-  const found = new Map(rows.map((row) => [row.message_id as string, row]));
+  const found = new Map(rows.map((row) => [row.message_id, row]));
   return keys.map((key) => {
     const row = found.get(key.messageId);
     // Another organization's message is not found, exactly like an unknown one.

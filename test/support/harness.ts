@@ -10,7 +10,7 @@ import { messages } from "../../db/schema.js";
 import { messageStoreFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
-import type { Providers } from "../../src/channels/prepare.js";
+import type { Providers } from "../../src/channels/index.js";
 import { SimulatorPushProvider } from "../../src/channels/push/providers/simulator.js";
 import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";

@@ -9,7 +9,7 @@ import { payloadObjectError } from "../request.js";
  * Digits without the + are refused rather than guessed at: a national number read as
  * international is often another country's valid number (a US 646 555 0100 read as +64… is in New Zealand).
  */
-export const phoneNumber = z
+const phoneNumber = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
     const trimmed = value.trim();
@@ -38,7 +38,7 @@ const ALPHANUMERIC_SENDER = /^(?=.*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9 ]{0,9}[A-Za
 const SHORT_CODE = /^\d{3,8}$/;
 
 /** An SMS sender: an alphanumeric id (1-11 characters, one letter at least), a short code, or E.164. */
-export const smsSender = z
+const smsSender = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
     const trimmed = value.trim();

@@ -6,7 +6,7 @@ import { defineRoute } from "../../types.js";
 import { answerSend, sendBody, sendRouteDefinition } from "./send-route.js";
 
 /** `POST /api/v1/notifications/<channel>`: the send endpoint of one channel, from its definition. */
-export function sendRoute(channel: Channel) {
+function sendRoute(channel: Channel) {
   const body = sendBody(channel.payload);
   return defineRoute({
     auth: "api-key",
