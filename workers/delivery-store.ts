@@ -2,8 +2,9 @@ import type { SqlClient } from "../db/client.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
-import { type EventRow, eventColumns, toEvent, writeAppends } from "../src/store/events.js";
+import { EVENT_SELECT, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
+import { runStatement } from "../src/store/statement.js";
 
 /** A message as the delivery worker loads it. */
 export interface DeliveryLoad {
@@ -44,14 +45,20 @@ export function createDeliveryStore(sql: SqlClient): DeliveryStore {
   };
 }
 
+/** The events of the messages `$1`, each with its organization's active flag. */
+const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT}, o.active as organization_active
+  from message_events e left join organizations o on o.id = e.organization_id
+  where e.message_id = any($1::uuid[])
+  order by e.message_id, e.seq`;
+
 async function loadMany(sql: SqlClient, messageIds: string[]): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
-  const rows = await sql<Array<EventRow & { organization_active: boolean | null }>>`
-    select ${eventColumns(sql)}, o.active as organization_active
-    from message_events e left join organizations o on o.id = e.organization_id
-    where e.message_id = any(${messageIds}::uuid[])
-    order by e.message_id, e.seq`;
+  const rows = await runStatement<Array<EventRow & { organization_active: boolean | null }>>(
+    sql,
+    LOAD_FOR_DELIVERY,
+    [messageIds],
+  );
   const byMessage = new Map<string, { events: MessageEvent[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);

@@ -4,7 +4,8 @@ import type { MessageEvent } from "../domain/events.js";
 import { EVENT_INPUT, type EventInsert, eventRows, insertEventsFrom } from "./events.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
-import { insertRecords, type RecordColumns, recordColumns } from "./records.js";
+import { insertRecordsFrom, type RecordColumns, recordColumns, recordsInput } from "./records.js";
+import { runStatement } from "./statement.js";
 
 /** How long an `Idempotency-Key` is held; an older one may be claimed again. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -48,6 +49,40 @@ export interface AcceptBatcherOptions extends QueueLimits {
 const DEFAULT_MAX_BATCH = 200;
 /** One statement at a time: whatever arrives meanwhile forms the next, larger batch. */
 const DEFAULT_MAX_IN_FLIGHT = 1;
+
+/**
+ * One batch of accepts: `$1` the events with what the statement needs besides (JSON text), `$2`
+ * how long a key is held (ms), `$3` the records (JSON text), `$4` the queue prefix. Claims the
+ * idempotency keys, then appends the accepted messages' events through the event store's insert,
+ * their records through the records' insert, and their outbox rows; returns the accepted ids.
+ */
+const ACCEPT = `
+  with input as (
+    select * from json_to_recordset($1::json) as t(${EVENT_INPUT},
+      queue_priority smallint, idempotency_key text, request_hash text, ord integer)
+  ),
+  claimed as (
+    insert into idempotency_keys as k (organization_id, key, request_hash, message_id, created_at)
+    select organization_id, idempotency_key, request_hash, message_id, occurred_at
+    from input where idempotency_key is not null order by ord
+    on conflict (organization_id, key) do update
+      set request_hash = excluded.request_hash, message_id = excluded.message_id,
+          created_at = excluded.created_at
+      -- An expired key may be reused; a live one is answered from what it recorded.
+      where k.created_at < excluded.created_at - $2::integer * interval '1 millisecond'
+    returning k.message_id
+  ),
+  accepted as (
+    select * from input
+    where idempotency_key is null or message_id in (select message_id from claimed)
+  ),
+  events as (${insertEventsFrom("accepted")}),
+  records as (${insertRecordsFrom(`${recordsInput("$3")} where r.message_id in (select message_id from accepted)`)}),
+  outbox as (
+    insert into delivery_outbox (message_id, queue_prefix, priority)
+    select message_id, $4, queue_priority from accepted
+  )
+  select message_id from accepted`;
 
 /**
  * Groups concurrent accepts into one statement: every request that arrives while the event loop
@@ -110,8 +145,8 @@ export class AcceptBatcher {
       .sort((a, b) => compareClaims(a.item, b.item));
 
     // The event goes in through the event store's append (the message's first: expected version
-    // 0), the record through the records' insert, of the messages accepted. The input is the
-    // events with what the statement needs besides: one JSON set fewer to parse.
+    // 0) and the record through the records' insert, for the messages accepted; the input is the
+    // events with what the statement needs besides.
     const events: EventInsert[] = [];
     const input: Array<ReturnType<typeof acceptInput>> = [];
     const records: RecordColumns[] = [];
@@ -120,38 +155,13 @@ export class AcceptBatcher {
       input.push(acceptInput(item, ord, events[ord] as EventInsert));
       records.push(recordColumns(item.row));
     });
-    const sql = this.#sql;
-    const acceptedIds = new Set(
-      (
-        await sql<Array<{ message_id: string }>>`
-          with input as (
-            select * from json_to_recordset(${JSON.stringify(input)}::json) as t(${sql.unsafe(EVENT_INPUT)},
-              queue_priority smallint, idempotency_key text, request_hash text, ord integer)
-          ),
-          claimed as (
-            insert into idempotency_keys as k (organization_id, key, request_hash, message_id, created_at)
-            select organization_id, idempotency_key, request_hash, message_id, occurred_at
-            from input where idempotency_key is not null order by ord
-            on conflict (organization_id, key) do update
-              set request_hash = excluded.request_hash, message_id = excluded.message_id,
-                  created_at = excluded.created_at
-              -- An expired key may be reused; a live one is answered from what it recorded.
-              where k.created_at < excluded.created_at - ${this.#windowMs}::integer * interval '1 millisecond'
-            returning k.message_id
-          ),
-          accepted as (
-            select * from input
-            where idempotency_key is null or message_id in (select message_id from claimed)
-          ),
-          events as (${insertEventsFrom(sql, sql`accepted`)}),
-          records as (${insertRecords(sql, records, sql`where r.message_id in (select message_id from accepted)`)}),
-          outbox as (
-            insert into delivery_outbox (message_id, queue_prefix, priority)
-            select message_id, ${this.#queuePrefix}, queue_priority from accepted
-          )
-          select message_id from accepted`
-      ).map((r) => r.message_id),
-    );
+    const accepted = await runStatement<Array<{ message_id: string }>>(this.#sql, ACCEPT, [
+      JSON.stringify(input),
+      this.#windowMs,
+      JSON.stringify(records),
+      this.#queuePrefix,
+    ]);
+    const acceptedIds = new Set(accepted.map((r) => r.message_id));
 
     // Committed. From here nothing may fail the batch: its committed requests would be told
     // "failed", or run again one by one into unique violations (a 500 for a stored message).

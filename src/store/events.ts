@@ -1,10 +1,16 @@
-import type postgres from "postgres";
 import type { SqlClient } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
 import { toMessageRow } from "./projection.js";
-import { type RecordColumns, recordColumns, upsertRecords } from "./records.js";
+import {
+  insertRecordsFrom,
+  REPLACE_OLDER_RECORD,
+  type RecordColumns,
+  recordColumns,
+  recordsInput,
+} from "./records.js";
+import { runStatement } from "./statement.js";
 
 /**
  * The event store: how an event is stored (the append, with its sequence number) and read back
@@ -19,7 +25,7 @@ export class ConcurrencyError extends Error {
   }
 }
 
-/** A stored event as {@link eventColumns} selects it. */
+/** A stored event as {@link EVENT_SELECT} selects it. */
 export interface EventRow {
   message_id: string;
   seq: number;
@@ -31,15 +37,11 @@ export interface EventRow {
 
 /**
  * What a read selects of an event of `message_events e`: occurred_at as the ISO 8601 text events
- * carry (drizzle turns the driver's date parsing off on the shared client).
+ * carry (drizzle turns the driver's date parsing off on the shared client). Every read of events
+ * selects this list and maps its rows with {@link toEvent}.
  */
-const EVENT_COLUMNS = `e.message_id, e.seq, e.type, e.retry_count, e.data,
+export const EVENT_SELECT = `e.message_id, e.seq, e.type, e.retry_count, e.data,
   to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at`;
-
-/** The select list of an {@link EventRow}, for a statement that reads `message_events e`. */
-export function eventColumns(sql: SqlClient): postgres.Fragment {
-  return sql.unsafe(EVENT_COLUMNS);
-}
 
 /** A stored event, as the domain's. */
 export function toEvent(row: EventRow): MessageEvent {
@@ -65,14 +67,16 @@ export async function loadEvents(
   messageId: string,
   organizationId?: string,
 ): Promise<StoredEvent[]> {
-  const rows = await sql<EventRow[]>`
-    select ${eventColumns(sql)}
-    from message_events e
-    where e.message_id = ${messageId}
-      ${organizationId === undefined ? sql`` : sql`and e.organization_id = ${organizationId}`}
-    order by e.seq`;
+  const rows =
+    organizationId === undefined
+      ? await runStatement<EventRow[]>(sql, LOAD_EVENTS, [messageId])
+      : await runStatement<EventRow[]>(sql, LOAD_EVENTS_OF_ORGANIZATION, [messageId, organizationId]);
   return rows.map((row) => ({ seq: row.seq, event: toEvent(row) }));
 }
+
+const LOAD_EVENTS = `select ${EVENT_SELECT} from message_events e where e.message_id = $1 order by e.seq`;
+const LOAD_EVENTS_OF_ORGANIZATION = `select ${EVENT_SELECT} from message_events e
+  where e.message_id = $1 and e.organization_id = $2 order by e.seq`;
 
 export async function loadMessage(sql: SqlClient, messageId: string): Promise<MessageState> {
   return fold((await loadEvents(sql, messageId)).map((stored) => stored.event));
@@ -123,19 +127,17 @@ const EVENT_NAMES = "message_id, organization_id, seq, type, retry_count, data, 
  * ({@link EVENT_INPUT}), as a part of a larger statement. A sequence number already taken
  * (`unique(message_id, seq)`) fails the whole statement: another writer appended first.
  */
-export function insertEventsFrom(sql: SqlClient, source: postgres.Fragment) {
-  return sql`
-    insert into message_events (${sql.unsafe(EVENT_NAMES)})
-    select ${sql.unsafe(EVENT_NAMES)} from ${source}`;
+export function insertEventsFrom(source: string): string {
+  return `insert into message_events (${EVENT_NAMES}) select ${EVENT_NAMES} from ${source}`;
 }
 
-/** {@link insertEventsFrom} the rows of {@link eventRows}. */
-function insertEvents(sql: SqlClient, rows: readonly EventInsert[]) {
-  return insertEventsFrom(
-    sql,
-    sql`json_to_recordset(${JSON.stringify(rows)}::json) as e(${sql.unsafe(EVENT_INPUT)})`,
-  );
-}
+/**
+ * The events of `$1` and the records they fold to of `$2` (JSON text), in one statement: the
+ * events' INSERT runs though nothing reads it, and a unique violation fails the whole statement.
+ */
+const APPEND = `with appended as (${insertEventsFrom(`json_to_recordset($1::json) as e(${EVENT_INPUT})`)})
+  ${insertRecordsFrom(recordsInput("$2"))}
+  ${REPLACE_OLDER_RECORD}`;
 
 /** One message's append: the events after `state`, and the record they fold to. */
 interface Append {
@@ -175,8 +177,7 @@ export async function writeAppends(sql: SqlClient, appends: readonly Append[]): 
     return next;
   });
   try {
-    // The events' INSERT runs even though nothing reads it; a unique violation fails the whole statement.
-    await sql`with appended as (${insertEvents(sql, rows)}) ${upsertRecords(sql, records)}`;
+    await runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)]);
   } catch (error) {
     const [only] = states;
     if (only && states.length === 1 && isUniqueViolation(error)) throw new ConcurrencyError(only.message.id);

@@ -2,9 +2,10 @@ import type postgres from "postgres";
 import type { SqlClient } from "../../db/client.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold } from "../domain/state.js";
-import { type EventRow, eventColumns, toEvent } from "./events.js";
+import { EVENT_SELECT, type EventRow, toEvent } from "./events.js";
 import { type MessageRow, toMessageRow } from "./projection.js";
 import { insertRecords, recordColumns } from "./records.js";
+import { runStatement } from "./statement.js";
 
 /**
  * Rebuilds every `messages` row from `message_events`, in one transaction. The table is locked
@@ -35,13 +36,12 @@ export async function rebuildProjections(sql: postgres.Sql, pageSize = 1000): Pr
   });
 }
 
+const EVENTS_OF_MESSAGES = `select ${EVENT_SELECT} from message_events e
+  where e.message_id = any($1::uuid[]) order by e.message_id, e.seq`;
+
 /** Folds the events of the given messages into their records, without writing anything. */
 async function projectMessages(sql: SqlClient, messageIds: string[]): Promise<MessageRow[]> {
-  const rows = await sql<EventRow[]>`
-    select ${eventColumns(sql)}
-    from message_events e
-    where e.message_id = any(${messageIds}::uuid[])
-    order by e.message_id, e.seq`;
+  const rows = await runStatement<EventRow[]>(sql, EVENTS_OF_MESSAGES, [messageIds]);
   const byMessage = new Map<string, MessageEvent[]>();
   for (const row of rows) {
     const list = byMessage.get(row.message_id) ?? [];

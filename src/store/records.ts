@@ -1,9 +1,9 @@
 import { getTableColumns } from "drizzle-orm";
-import type postgres from "postgres";
 import type { SqlClient } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
+import { runStatement } from "./statement.js";
 
 /**
  * The `messages` record in the statements written by hand: every column list of them is made
@@ -38,7 +38,7 @@ const UPDATE = COLUMNS.filter((column) => !column.primaryKey)
  * What a read selects from `messages m`: timestamps as epoch milliseconds, since drizzle turns
  * the driver's date parsing off on the shared client.
  */
-const SELECT = COLUMNS.map((column) =>
+const RECORD_SELECT = COLUMNS.map((column) =>
   column.timestamp
     ? `(extract(epoch from m.${column.name}) * 1000)::float8 as ${column.name}`
     : `m.${column.name}`,
@@ -46,6 +46,25 @@ const SELECT = COLUMNS.map((column) =>
 
 type Columns = typeof messages._.columns;
 type SqlName<K extends keyof MessageRow> = Columns[K]["_"]["name"];
+
+/** The records of the ids `$1`, as {@link readRecord} reads them. */
+const FIND_RECORDS = `select ${RECORD_SELECT} from messages m where m.message_id = any($1::uuid[])`;
+
+/** The records of the JSON text `param` (an array of {@link recordColumns}), as a relation `r`. */
+export function recordsInput(param: string): string {
+  return `json_to_recordset(${param}::json) as r(${DEFINITION})`;
+}
+
+/** The INSERT of the records `source` holds (a relation with the columns of {@link recordsInput}). */
+export function insertRecordsFrom(source: string): string {
+  return `insert into messages as m (${NAMES}) select ${NAMES} from ${source}`;
+}
+
+/** What turns {@link insertRecordsFrom} into an upsert that replaces only an older version. */
+export const REPLACE_OLDER_RECORD = `on conflict (message_id) do update set ${UPDATE}
+  where m.version < excluded.version`;
+
+const INSERT_RECORDS = insertRecordsFrom(recordsInput("$1"));
 
 /** A record keyed by column name, what {@link insertRecords} takes: the table's names and types. */
 export type RecordColumns = { [K in keyof MessageRow as SqlName<K>]: MessageRow[K] };
@@ -115,24 +134,9 @@ function readRecord(read: ReadColumns): MessageRow {
   };
 }
 
-/**
- * The INSERT of records (from {@link recordColumns}), as a statement of its own or a part of a
- * larger one; `where` picks some of them (`r` is the input).
- */
-export function insertRecords(sql: SqlClient, records: readonly RecordColumns[], where?: postgres.Fragment) {
-  return sql`
-    insert into messages as m (${sql.unsafe(NAMES)})
-    select ${sql.unsafe(NAMES)}
-    from json_to_recordset(${JSON.stringify(records)}::json) as r(${sql.unsafe(DEFINITION)})
-    ${where ?? sql``}`;
-}
-
-/** {@link insertRecords}, replacing a stored record with an older version. */
-export function upsertRecords(sql: SqlClient, records: readonly RecordColumns[]) {
-  return sql`
-    ${insertRecords(sql, records)}
-    on conflict (message_id) do update set ${sql.unsafe(UPDATE)}
-    where m.version < excluded.version`;
+/** Inserts records (from {@link recordColumns}) in one statement. */
+export async function insertRecords(sql: SqlClient, records: readonly RecordColumns[]): Promise<void> {
+  await runStatement(sql, INSERT_RECORDS, [JSON.stringify(records)]);
 }
 
 /** A message's record, if it belongs to the organization (another organization's is not found, exactly like an unknown one). */
@@ -162,10 +166,7 @@ async function findMany(sql: SqlClient, keys: Key[]): Promise<Array<MessageRow |
   // The ids as one array parameter, not a JSON set to join: Postgres costs a join to a
   // set-returning function at 100 rows and, on tables of moderate size, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
-  const rows = await sql<ReadColumns[]>`
-    select ${sql.unsafe(SELECT)}
-    from messages m
-    where m.message_id = any(${keys.map((key) => key.messageId)}::uuid[])`;
+  const rows = await runStatement<ReadColumns[]>(sql, FIND_RECORDS, [keys.map((key) => key.messageId)]);
   const found = new Map(rows.map((row) => [row.message_id, row]));
   return keys.map((key) => {
     const row = found.get(key.messageId);
