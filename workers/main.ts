@@ -9,6 +9,7 @@ import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createRedis } from "../src/runtime/redis.js";
+import { assertUsableRedis } from "../src/runtime/redis-checks.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
@@ -26,6 +27,7 @@ const PRUNE_INTERVAL_MS = 60_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "worker" });
+  await assertUsableRedis(config.REDIS_URL, logger);
   // Fail fast on an unreachable database, like the web process: the gate below waits it out.
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,

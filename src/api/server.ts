@@ -2,6 +2,7 @@ import cluster from "node:cluster";
 import { assertWebConfig, type Config, loadConfig } from "../runtime/config.js";
 import { runProcess } from "../runtime/lifecycle.js";
 import { createLogger, type Logger } from "../runtime/logger.js";
+import { assertUsableRedis } from "../runtime/redis-checks.js";
 
 /** A process that keeps dying is not restarted more often than this. */
 const RESTART_DELAY_MS = 1000;
@@ -15,6 +16,7 @@ const RESTART_DELAY_MS = 1000;
 async function main(): Promise<void> {
   const config = loadConfig();
   assertWebConfig(config);
+  await assertUsableRedis(config.REDIS_URL, createLogger({ level: config.LOG_LEVEL, name: "web" }));
   if (cluster.isPrimary && config.WEB_CONCURRENCY > 1) {
     supervise(config, createLogger({ level: config.LOG_LEVEL, name: "web-supervisor" }));
     return;

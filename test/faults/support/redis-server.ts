@@ -20,7 +20,8 @@ export class RedisServer {
     this.#args = args;
   }
 
-  static async start(options: { maxmemoryPolicy?: string } = {}): Promise<RedisServer> {
+  /** `args`: more of redis-server's options (a cluster node, a replica, a password). */
+  static async start(options: { maxmemoryPolicy?: string; args?: string[] } = {}): Promise<RedisServer> {
     const port = await freePort();
     const args = [
       "--port",
@@ -38,6 +39,7 @@ export class RedisServer {
     ];
     if (options.maxmemoryPolicy)
       args.push("--maxmemory", "256mb", "--maxmemory-policy", options.maxmemoryPolicy);
+    if (options.args) args.push(...options.args);
     const server = new RedisServer(port, args);
     await server.restart();
     return server;
@@ -98,7 +100,7 @@ export class RedisServer {
   }
 }
 
-/** One PING over a raw socket: true on +PONG. */
+/** One PING over a raw socket: true on +PONG, or on NOAUTH from a server that wants a password. */
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, "127.0.0.1");
@@ -109,6 +111,6 @@ function ping(port: number): Promise<boolean> {
     socket.setTimeout(500, () => done(false));
     socket.on("error", () => done(false));
     socket.on("connect", () => socket.write("PING\r\n"));
-    socket.on("data", (chunk: Buffer) => done(chunk.toString().startsWith("+PONG")));
+    socket.on("data", (chunk: Buffer) => done(/^(\+PONG|-NOAUTH)/.test(chunk.toString())));
   });
 }
