@@ -89,6 +89,47 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     });
   }
 
+  if (db) {
+    const ageGauge = (name: string, help: string, oldestMs: () => Promise<number | undefined>) =>
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        async collect() {
+          try {
+            const oldest = await oldestMs();
+            this.set(oldest === undefined ? 0 : Math.max(0, (Date.now() - oldest) / 1000));
+          } catch {
+            // Postgres unavailable: leave the last value.
+          }
+        },
+      });
+    ageGauge(
+      "notification_outbox_oldest_age_seconds",
+      "Age of the oldest accepted message not yet handed to the delivery queue (the delivery outbox): it grows while Redis refuses the relay or no worker runs",
+      async () => {
+        // (Postgres 15 has no min() of uuid; the primary key's index gives the first.)
+        const rows = await db.execute<{ oldest: string | null }>(
+          sql`select message_id::text as oldest from delivery_outbox order by message_id limit 1`,
+        );
+        const oldest = rows[0]?.oldest;
+        // Message ids are UUID v7: their first 48 bits are the creation time in milliseconds.
+        return oldest ? Number.parseInt(oldest.replaceAll("-", "").slice(0, 12), 16) : undefined;
+      },
+    );
+    ageGauge(
+      "notification_unfinished_oldest_age_seconds",
+      "Age of the oldest message accepted and not final yet (accepted, or pending with its retries)",
+      async () => {
+        const rows = await db.execute<{ oldest: Date | null }>(
+          sql`select min(created_at) as oldest from messages where status in ('accepted','pending')`,
+        );
+        const oldest = rows[0]?.oldest;
+        return oldest ? new Date(oldest).getTime() : undefined;
+      },
+    );
+  }
+
   return {
     registry,
     observeRequest(method: string, route: string, status: number, seconds: number) {

@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import pino from "pino";
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
 import { createApp } from "../../../src/api/app.js";
@@ -113,6 +114,30 @@ describe("/metrics", () => {
     const text = await scrape();
     expect(text).toMatch(/^notification_queue_jobs\{.*state="prioritized".*\} \d+$/m);
     expect(text).toMatch(/^notification_queue_oldest_waiting_age_seconds\{.*queue="deliveries".*\} [\d.]+$/m);
+  });
+
+  it("reports the age of the oldest outbox row and of the oldest unfinished message, so stalled deliveries show", async () => {
+    const org = await onboard(h);
+    const tenMinutesAgo = Date.now() - 600_000;
+    // No worker runs here: the message stays in the outbox, as while Redis refuses the relay.
+    const stalled = createApp({
+      ...h.deps,
+      now: () => new Date(tenMinutesAgo),
+      newId: () => uuidv7({ msecs: tenMinutesAgo }),
+    });
+    const sent = await stalled.request("/api/v1/notifications/sms", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": org.apiKey },
+      body: JSON.stringify({ payload: { to: "+14155550100", body: "stalled" } }),
+    });
+    expect(sent.status).toBe(202);
+    const text = await scrape();
+    expect(sample(text, "notification_outbox_oldest_age_seconds", { process: "web" })).toBeGreaterThanOrEqual(
+      590,
+    );
+    expect(
+      sample(text, "notification_unfinished_oldest_age_seconds", { process: "web" }),
+    ).toBeGreaterThanOrEqual(590);
   });
 
   it("counts final states, delivery latency and provider errors in the worker", async () => {
