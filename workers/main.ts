@@ -9,7 +9,8 @@ import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createRedis } from "../src/runtime/redis.js";
-import { assertUsableRedis } from "../src/runtime/redis-checks.js";
+import { assertUsableRedis, probeRedisWrite } from "../src/runtime/redis-checks.js";
+import { RedisHealth } from "../src/runtime/redis-health.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
@@ -45,23 +46,51 @@ async function main(): Promise<void> {
   await warnUnlessNoEviction(workerRedis, logger);
 
   const metrics = createMetrics({ process: "worker", queue, db });
+  // Whether Redis takes the worker's writes; a persistent refusal pauses the work that needs it.
+  let worker: Worker<DeliveryJobData> | undefined;
+  const pauseWorker = () =>
+    void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause"));
+  const resumeWhenHealthy = () => {
+    if (database.available && !redisHealth.stall) worker?.resume();
+  };
+  const redisHealth = new RedisHealth({
+    logger,
+    probe: () => probeRedisWrite(redis, config.QUEUE_PREFIX),
+    onStalled: () => {
+      metrics.redisStalled(true);
+      pauseWorker();
+    },
+    onRecovered: () => {
+      metrics.redisStalled(false);
+      resumeWhenHealthy();
+    },
+    onError: (kind) => metrics.redisError(kind),
+  });
   const ops =
     config.WORKER_METRICS_PORT > 0
-      ? startOpsServer({ db, queue, metrics, logger, port: config.WORKER_METRICS_PORT })
+      ? startOpsServer({
+          db,
+          queue,
+          metrics,
+          logger,
+          port: config.WORKER_METRICS_PORT,
+          redisRefuses: () => {
+            const stall = redisHealth.stall;
+            return stall && `refuses writes (${stall.kind}) since ${stall.since.toISOString()}`;
+          },
+        })
       : undefined;
 
   // Commands of concurrent jobs (and the relay's) leave in one socket write per loop turn.
   coalesceWrites(redis);
   coalesceWrites(workerRedis);
   // While Postgres is unreachable the worker takes no jobs (paused) and burns no attempts.
-  let worker: Worker<DeliveryJobData> | undefined;
   const database = new DatabaseGate({
     probe: () => sql`select 1`,
     probeIntervalMs: config.DATABASE_PROBE_INTERVAL_MS,
     logger,
-    onUnavailable: () =>
-      void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause")),
-    onAvailable: () => worker?.resume(),
+    onUnavailable: pauseWorker,
+    onAvailable: resumeWhenHealthy,
   });
   const providers = await createProviders(config);
   const processor = createDeliveryProcessor({
@@ -89,16 +118,20 @@ async function main(): Promise<void> {
     lockDuration: config.WORKER_LOCK_DURATION_MS,
     stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
   });
-  worker.on("error", (error) => logger.error({ err: error }, "worker error"));
-  worker.on("failed", (job, error) =>
-    logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed"),
-  );
+  worker.on("error", (error) => {
+    if (!redisHealth.report(error)) logger.error({ err: error }, "worker error");
+  });
+  worker.on("failed", (job, error) => {
+    if (!redisHealth.report(error))
+      logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed");
+  });
 
   const databaseUp = () => database.available;
-  const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUp, () =>
+  const redisTakesWrites = () => database.available && !redisHealth.stall;
+  const sweeper = every(config.SWEEP_INTERVAL_MS, redisTakesWrites, () =>
     sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
-      .catch((error: unknown) => logger.warn({ err: error }, "sweep failed")),
+      .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),
   );
   const pruner = every(PRUNE_INTERVAL_MS, databaseUp, () =>
     pruneIdempotencyKeys(sql, { now: new Date() })
@@ -107,7 +140,7 @@ async function main(): Promise<void> {
   );
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
-  const relay = startOutboxRelay({ sql, queue, logger });
+  const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
 
   logger.info(
     {
@@ -120,6 +153,7 @@ async function main(): Promise<void> {
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
     database.close();
+    redisHealth.close();
     await ops?.close();
     if (workerRedis.status === "ready") {
       await worker.close();

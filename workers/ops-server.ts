@@ -17,6 +17,8 @@ export function startOpsServer(deps: {
   metrics: Metrics;
   logger: Logger;
   port: number;
+  /** Why Redis refuses the worker's writes, while it does: /readyz then says not ready. */
+  redisRefuses?: () => string | undefined;
 }) {
   const app = new Hono();
   app.route("/", operationsRoutes(deps));

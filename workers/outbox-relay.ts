@@ -1,6 +1,7 @@
 import type { Queue } from "bullmq";
 import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
+import type { RedisHealth } from "../src/runtime/redis-health.js";
 import { type DeliveryJobData, deliveryJobOptions } from "../src/store/delivery-queue.js";
 
 export interface OutboxRelayDeps {
@@ -13,6 +14,11 @@ export interface OutboxRelayDeps {
   idleMs?: number;
   /** Past this an addBulk counts as failed and the rows stay (a patient Redis client would wait forever). */
   addTimeoutMs?: number;
+  /**
+   * Whether Redis takes writes: while it persistently refuses them (a replica, OOM) the relay
+   * makes no calls and waits, and its errors are counted there instead of logged.
+   */
+  redisHealth?: Pick<RedisHealth, "stall" | "report">;
   /** Only rows of this BullMQ priority or more urgent (1 = critical); default: every row. */
   maxPriority?: number;
 }
@@ -21,6 +27,8 @@ const DEFAULT_BATCH_SIZE = 200;
 const DEFAULT_IDLE_MS = 20;
 const DEFAULT_ADD_TIMEOUT_MS = 5000;
 const MAX_ERROR_BACKOFF_MS = 5000;
+/** How often a relay paused by a Redis that refuses writes looks whether it takes them again. */
+const STALLED_POLL_MS = 1000;
 const LEAST_URGENT = 32767;
 /** The BullMQ priority of the critical tier, which gets a relay lane of its own. */
 const CRITICAL = 1;
@@ -107,11 +115,16 @@ function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
   const loop = (async () => {
     let failures = 0;
     while (!stopped) {
+      if (deps.redisHealth?.stall) {
+        await pause(STALLED_POLL_MS);
+        continue;
+      }
       try {
         const moved = await relayOutboxOnce({ ...deps, batchSize });
         failures = 0;
         if (moved < batchSize) await pause(idleMs);
       } catch (error) {
+        if (deps.redisHealth?.report(error)) continue;
         failures++;
         if (failures === 1 || failures % 20 === 0) {
           deps.logger.warn({ err: error, failures }, "outbox relay failed; retrying");

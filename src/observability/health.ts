@@ -28,15 +28,24 @@ async function check(probe: () => Promise<unknown>): Promise<string> {
 
 /**
  * `/healthz`: the process is alive. `/readyz`: Postgres and Redis both answer within a second
- * (200), or which one does not (503). Both JSON.
+ * (200), or which one does not (503). Both JSON. `redisRefuses` (the worker's): why Redis, though
+ * it answers, refuses the writes the process needs, if it does; the process is then not ready.
  */
-export function healthRoutes(deps: { db: Database; queue: Queue }): Hono {
+export function healthRoutes(deps: {
+  db: Database;
+  queue: Queue;
+  redisRefuses?: () => string | undefined;
+}): Hono {
   const app = new Hono();
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", async (c) => {
     const [postgres, redis] = await Promise.all([
       check(() => deps.db.execute(sql`select 1`)),
-      check(async () => ((await deps.queue.client) as unknown as Redis).ping()),
+      check(async () => {
+        await ((await deps.queue.client) as unknown as Redis).ping();
+        const refused = deps.redisRefuses?.();
+        if (refused) throw new Error(refused);
+      }),
     ]);
     const ready = postgres === "ok" && redis === "ok";
     return c.json(

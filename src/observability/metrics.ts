@@ -49,6 +49,19 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     registers: [registry],
   });
 
+  const redisErrors = new Counter({
+    name: "notification_redis_errors_total",
+    help: "Persistent Redis errors (readonly, oom, cluster, auth, misconf) the worker met, by kind",
+    labelNames: ["kind"] as const,
+    registers: [registry],
+  });
+  const redisStalled = new Gauge({
+    name: "notification_redis_stalled",
+    help: "1 while Redis persistently refuses the worker's writes and deliveries are paused, else 0",
+    registers: [registry],
+  });
+  redisStalled.set(0);
+
   const { queue, db } = options;
   if (queue) {
     new Gauge({
@@ -147,6 +160,12 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     },
     providerError(channel: Channel, provider: string, errorClass: FailureClass) {
       providerErrors.inc({ channel, provider, class: errorClass });
+    },
+    redisError(kind: string) {
+      redisErrors.inc({ kind });
+    },
+    redisStalled(stalled: boolean) {
+      redisStalled.set(stalled ? 1 : 0);
     },
   };
 }

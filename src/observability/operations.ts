@@ -16,6 +16,7 @@ export function operationsRoutes(deps: {
   db: Database;
   queue: Queue;
   metrics: Metrics;
+  redisRefuses?: () => string | undefined;
   admin?: { user: string; password: string };
 }): Hono {
   const app = new Hono();

@@ -13,6 +13,7 @@ export type { Logger };
  * identifiers (constraint or column names) redacted.
  */
 export function loggableError(error: unknown): unknown {
+  if (error instanceof Error && "command" in error) return redisReplyError(error);
   if (!(error instanceof DrizzleQueryError) && !(error instanceof postgres.PostgresError)) return error;
   const cause = (error instanceof DrizzleQueryError ? error.cause : error) as
     | { name?: string; message?: string; code?: string; constraint_name?: string; stack?: string }
@@ -25,6 +26,20 @@ export function loggableError(error: unknown): unknown {
   safe.name = cause?.name ?? "DatabaseError";
   Object.assign(safe, { code: cause?.code, constraint: cause?.constraint_name });
   safe.stack = `${safe.name}: ${message}\n${(cause?.stack ?? "").split("\n").slice(1).join("\n")}`;
+  return safe;
+}
+
+/**
+ * An ioredis reply error keeps its command, whose arguments hold a Lua script's whole text (for
+ * BullMQ's scripts) and the keys and values written: only the name, the command's name and the
+ * message's first line are logged.
+ */
+function redisReplyError(error: Error & { command?: unknown }): Error {
+  const command = (error.command as { name?: unknown } | undefined)?.name;
+  const safe = new Error(error.message.split("\n")[0] ?? "redis command failed");
+  safe.name = error.name;
+  Object.assign(safe, { command: typeof command === "string" ? command : undefined });
+  safe.stack = `${safe.name}: ${safe.message}\n${(error.stack ?? "").split("\n").slice(1).join("\n")}`;
   return safe;
 }
 

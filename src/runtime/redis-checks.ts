@@ -43,6 +43,16 @@ export async function assertUsableRedis(url: string, logger: Logger): Promise<vo
   }
 }
 
+/**
+ * A write as the worker's would make it, for {@link RedisHealth}'s probe: it fails while the node
+ * is a replica, a Cluster node, out of memory under noeviction, or refusing the login.
+ */
+export async function probeRedisWrite(redis: Redis, queuePrefix: string): Promise<void> {
+  const problem = whatIsWrong(await redis.info());
+  if (problem) throw new Error(`Redis ${problem}`);
+  await redis.set(`${queuePrefix}:health-probe`, "1", "PX", 10_000);
+}
+
 /** Redis's answers to a login it refuses (no password given, a wrong one, an unknown user). */
 const LOGIN_REFUSED = /^(NOAUTH|WRONGPASS|ERR (invalid password|AUTH))/;
 
