@@ -19,6 +19,8 @@ export interface DatabaseOptions {
   poolSize?: number;
   /** Seconds to wait for a connection before failing (fail fast on the request path). */
   connectTimeoutSeconds?: number;
+  /** Postgres cancels a statement that runs longer (`statement_timeout`); none when unset. */
+  statementTimeoutMs?: number;
   /** Called with the text of each statement sent (tests count them). */
   onQuery?: (query: string) => void;
 }
@@ -29,6 +31,9 @@ export function createDatabase(options: DatabaseOptions): { db: Database; sql: p
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
     onnotice: () => {},
+    ...(options.statementTimeoutMs !== undefined && {
+      connection: { statement_timeout: options.statementTimeoutMs },
+    }),
     debug: options.onQuery && ((_connection, query) => options.onQuery?.(query)),
   });
   return { db: drizzle(sql, { schema }), sql };

@@ -33,6 +33,7 @@ async function main(): Promise<void> {
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: config.DATABASE_POOL_SIZE,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 2,
   });
   // The Queue (relay, sweeper, metrics) fails fast while Redis is away: an abandoned addBulk or a
@@ -74,6 +75,7 @@ async function main(): Promise<void> {
           metrics,
           logger,
           port: config.WORKER_METRICS_PORT,
+          hostname: config.WORKER_METRICS_HOST,
           redisRefuses: () => {
             const stall = redisHealth.stall;
             return stall && `refuses writes (${stall.kind}) since ${stall.since.toISOString()}`;

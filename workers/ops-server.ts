@@ -17,13 +17,18 @@ export function startOpsServer(deps: {
   metrics: Metrics;
   logger: Logger;
   port: number;
+  /** The interface to listen on (`WORKER_METRICS_HOST`, loopback by default). */
+  hostname: string;
   /** Why Redis refuses the worker's writes, while it does: /readyz then says not ready. */
   redisRefuses?: () => string | undefined;
 }) {
   const app = new Hono();
   app.route("/", operationsRoutes(deps));
-  const server = serve({ fetch: app.fetch, port: deps.port }, (info) => {
-    deps.logger.info({ port: info.port }, `worker metrics on http://127.0.0.1:${info.port}/metrics`);
+  const server = serve({ fetch: app.fetch, port: deps.port, hostname: deps.hostname }, (info) => {
+    deps.logger.info(
+      { port: info.port, host: deps.hostname },
+      `worker metrics on ${deps.hostname}:${info.port}/metrics`,
+    );
   });
   server.on("error", (error: NodeJS.ErrnoException) => {
     deps.logger.warn({ err: error, port: deps.port }, "worker metrics server not started");

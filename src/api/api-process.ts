@@ -17,6 +17,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: config.DATABASE_POOL_SIZE,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
   const redis = createRedis(config.REDIS_URL, "fail-fast", logger);

@@ -13,6 +13,8 @@ export const clientOnboardingConfigSchema = z.object({
   PORT: int(0, 65535).default(3100),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(5),
+  /** Postgres cancels a statement of ours that runs longer. */
+  DATABASE_STATEMENT_TIMEOUT_MS: int(100, 3_600_000).default(30_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** Onboarding requests allowed per client IP in one window. */
   ONBOARD_RATE_LIMIT: int(1, 1_000_000).default(20),

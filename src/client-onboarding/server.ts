@@ -12,6 +12,7 @@ function main(): void {
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: config.DATABASE_POOL_SIZE,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 2,
   });
 

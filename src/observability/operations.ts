@@ -1,6 +1,7 @@
 import type { Queue } from "bullmq";
 import { type Context, Hono } from "hono";
 import type { Database } from "../../db/client.js";
+import { securePage } from "../http/response-headers.js";
 import { healthRoutes } from "./health.js";
 import type { Metrics } from "./metrics.js";
 
@@ -39,7 +40,7 @@ export function operationsRoutes(deps: {
           throw error;
         });
       });
-      return (await board).fetch(c.req.raw, c.env);
+      return securePage(await (await board).fetch(c.req.raw, c.env));
     };
     app.all(QUEUE_BOARD_PATH, serveBoard);
     app.all(`${QUEUE_BOARD_PATH}/*`, serveBoard);

@@ -16,6 +16,8 @@ export const configSchema = z.object({
   PORT: int(0, 65535).default(3000),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
+  /** Postgres cancels a statement of ours that runs longer (a plan gone wrong, a lock held for ever). */
+  DATABASE_STATEMENT_TIMEOUT_MS: int(100, 3_600_000).default(30_000),
   /** API processes per web dyno (node:cluster); each has its own DATABASE_POOL_SIZE connections. */
   WEB_CONCURRENCY: int(1, 64).default(1),
   REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
@@ -80,6 +82,8 @@ export const configSchema = z.object({
   WORKER_CONCURRENCY: int(1, 1000).default(100),
   /** The worker's /metrics, /healthz and /readyz; 0 turns the server off. */
   WORKER_METRICS_PORT: int(0, 65535).default(9464),
+  /** The interface the worker's metrics server listens on: loopback unless an operator opens it. */
+  WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   SWEEP_INTERVAL_MS: int(100, 3_600_000).default(5000),
   SWEEP_GRACE_MS: int(0, 3_600_000).default(10_000),
   SHUTDOWN_TIMEOUT_MS: int(1000, 60_000).default(20_000),
@@ -161,6 +165,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (Boolean(c.ADMIN_USER) !== Boolean(c.ADMIN_PASSWORD)) {
     problems.push("ADMIN_USER / ADMIN_PASSWORD: set both or neither");
+  }
+  if (production && c.ADMIN_PASSWORD !== undefined && c.ADMIN_PASSWORD.length < 16) {
+    problems.push("ADMIN_PASSWORD: must be at least 16 characters when NODE_ENV=production");
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   return {

@@ -82,3 +82,21 @@ describe("loadConfig: channels and their providers", () => {
     ).toBe(verified);
   });
 });
+
+describe("loadConfig: secure defaults", () => {
+  it("refuses a dashboard password under 16 characters in production", () => {
+    expect(problems({ ...production, ADMIN_USER: "admin", ADMIN_PASSWORD: "admin" })).toMatch(
+      /ADMIN_PASSWORD: must be at least 16 characters when NODE_ENV=production/,
+    );
+    expect(
+      loadConfig({ ...production, ADMIN_USER: "ops", ADMIN_PASSWORD: "a-sixteen-chars!" }).ADMIN_USER,
+    ).toBe("ops");
+  });
+
+  it("cancels long statements and keeps the worker's metrics on loopback unless told otherwise", () => {
+    expect(loadConfig({})).toMatchObject({
+      DATABASE_STATEMENT_TIMEOUT_MS: 30_000,
+      WORKER_METRICS_HOST: "127.0.0.1",
+    });
+  });
+});

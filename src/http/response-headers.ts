@@ -1,0 +1,40 @@
+import type { MiddlewareHandler } from "hono";
+import { setResponseHeader } from "./node-request.js";
+
+/**
+ * `Cache-Control: no-store` on every answer of the routes it guards: they carry API keys or
+ * message content (records, histories, templates), which no browser or proxy cache may keep.
+ */
+export function noStore(): MiddlewareHandler {
+  return async function forbidCaching(c, next) {
+    setResponseHeader(c, "Cache-Control", "no-store");
+    await next();
+  };
+}
+
+/**
+ * The headers of the HTML pages (`/docs`, `/admin/queues`): no page may frame them (clickjacking),
+ * no plugin or `<base>` may load, the browser sniffs no type, and no referrer leaves. The
+ * scripts the pages need are their own, so no script rule is set.
+ */
+const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  "Content-Security-Policy": "frame-ancestors 'none'; object-src 'none'; base-uri 'none'",
+  "X-Frame-Options": "DENY",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+};
+
+/** A copy of a page's response with {@link PAGE_HEADERS} (a fetched Response's own may not change). */
+export function securePage(response: Response): Response {
+  const headers = new Headers(response.headers);
+  for (const [name, value] of Object.entries(PAGE_HEADERS)) headers.set(name, value);
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** {@link securePage} for every answer of the routes it guards. */
+export function pageSecurityHeaders(): MiddlewareHandler {
+  return async function securePageHeaders(c, next) {
+    await next();
+    c.res = securePage(c.res);
+  };
+}
