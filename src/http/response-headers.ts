@@ -14,11 +14,11 @@ export function noStore(): MiddlewareHandler {
 
 /**
  * The headers of the HTML pages (`/docs`, `/admin/queues`): no page may frame them (clickjacking),
- * no plugin or `<base>` may load, the browser sniffs no type, and no referrer leaves. The
- * scripts the pages need are their own, so no script rule is set.
+ * no plugin may load, the browser sniffs no type, and no referrer leaves. The scripts the pages
+ * need are their own, so no script rule is set, and Bull Board's page needs its `<base>`.
  */
 const PAGE_HEADERS: Readonly<Record<string, string>> = {
-  "Content-Security-Policy": "frame-ancestors 'none'; object-src 'none'; base-uri 'none'",
+  "Content-Security-Policy": "frame-ancestors 'none'; object-src 'none'",
   "X-Frame-Options": "DENY",
   "X-Content-Type-Options": "nosniff",
   "Referrer-Policy": "no-referrer",
