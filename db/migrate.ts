@@ -56,7 +56,8 @@ export async function runMigrations(url: string): Promise<void> {
 const isMain = process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1];
 if (isMain) {
   const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/notifications";
-  const create = process.env.NODE_ENV !== "production";
+  // Unset means production, as for every process: only a development or test run creates it.
+  const create = process.env.NODE_ENV === "development" || process.env.NODE_ENV === "test";
   (create ? ensureDatabase(url) : Promise.resolve())
     .then(() => runMigrations(url))
     .then(() => console.log("migrations applied"))

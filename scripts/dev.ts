@@ -138,6 +138,8 @@ async function main(): Promise<void> {
   await ensureRedis();
   const tsx = join(root, "node_modules", ".bin", "tsx");
   const common = {
+    // Unset would mean production (simulators refused, the onboarding token required).
+    NODE_ENV: process.env.NODE_ENV ?? "development",
     DATABASE_URL,
     REDIS_URL,
     LOG_LEVEL: process.env.LOG_LEVEL ?? "info",

@@ -1,10 +1,11 @@
 import { createDatabase } from "../db/client.js";
-import { loadConfig } from "../src/runtime/config.js";
+import { configSchema } from "../src/runtime/config.js";
 import { rebuildProjections } from "../src/store/rebuild.js";
 
 /** `npm run projections:rebuild`: recomputes every message record from its events. */
-const config = loadConfig();
-const { sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 2 });
+// Only the database matters here: the providers a production config must name do not.
+const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
+const { sql } = createDatabase({ url: DATABASE_URL, poolSize: 2 });
 const started = Date.now();
 rebuildProjections(sql)
   .then((count) =>

@@ -9,7 +9,8 @@ const int = (min: number, max: number) => z.coerce.number().int().min(min).max(m
  * needs, so the web process's settings (Redis, providers, tokens) are not required here.
  */
 export const clientOnboardingConfigSchema = z.object({
-  NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
+  /** Unset means production: a development or test run has to say so (development relaxes the guards). */
+  NODE_ENV: z.enum(["development", "test", "production"]).default("production"),
   PORT: int(0, 65535).default(3100),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(5),

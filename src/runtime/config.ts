@@ -12,7 +12,8 @@ const optionalString = z
  * run needs; production-only requirements are checked in {@link loadConfig}.
  */
 export const configSchema = z.object({
-  NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
+  /** Unset means production: a development or test run has to say so (development relaxes the guards). */
+  NODE_ENV: z.enum(["development", "test", "production"]).default("production"),
   PORT: int(0, 65535).default(3000),
   DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(10),

@@ -3,7 +3,7 @@ import { loadClientOnboardingConfig } from "../../../src/client-onboarding/confi
 import { ConfigError } from "../../../src/runtime/config.js";
 
 describe("client-onboarding service configuration", () => {
-  it("uses the documented defaults when nothing is set", () => {
+  it("uses the documented defaults when nothing is set (a missing NODE_ENV is production)", () => {
     const config = loadClientOnboardingConfig({});
     expect(config).toMatchObject({
       PORT: 3100,
@@ -11,7 +11,7 @@ describe("client-onboarding service configuration", () => {
       ONBOARD_RATE_WINDOW_MS: 60_000,
       TRUST_PROXY: false,
       LOG_LEVEL: "info",
-      NODE_ENV: "development",
+      NODE_ENV: "production",
     });
   });
 

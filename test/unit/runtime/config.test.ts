@@ -20,7 +20,7 @@ function problems(env: Record<string, string>): string {
 
 describe("loadConfig: channels and their providers", () => {
   it("defaults every channel to its simulator outside production", () => {
-    expect(loadConfig({})).toMatchObject({
+    expect(loadConfig({ NODE_ENV: "development" })).toMatchObject({
       SMS_PROVIDER: "simulator",
       EMAIL_PROVIDER: "simulator",
       PUSH_PROVIDER: "simulator",
@@ -50,13 +50,13 @@ describe("loadConfig: channels and their providers", () => {
     expect(problems({ VAPID_SUBJECT: "ops@example.com" })).toMatch(
       /VAPID_SUBJECT: must be a mailto: or https: URL/,
     );
-    expect(loadConfig({ VAPID_SUBJECT: "https://example.com/contact" }).VAPID_SUBJECT).toBe(
-      "https://example.com/contact",
-    );
+    expect(
+      loadConfig({ NODE_ENV: "development", VAPID_SUBJECT: "https://example.com/contact" }).VAPID_SUBJECT,
+    ).toBe("https://example.com/contact");
   });
 
   it("allows any push endpoint host outside production, the browsers' push services in production", () => {
-    expect(loadConfig({}).PUSH_ENDPOINT_HOSTS).toBeNull();
+    expect(loadConfig({ NODE_ENV: "development" }).PUSH_ENDPOINT_HOSTS).toBeNull();
     expect(loadConfig(production).PUSH_ENDPOINT_HOSTS).toEqual(BROWSER_PUSH_SERVICES);
     expect(
       loadConfig({
@@ -78,7 +78,8 @@ describe("loadConfig: channels and their providers", () => {
     [{ SMTP_TLS_REJECT_UNAUTHORIZED: "true" }, true],
   ])("verifies the SMTP certificate whenever it matters: %j -> %s", (env, verified) => {
     expect(
-      loadConfig({ EMAIL_PROVIDER: "smtp", SMTP_HOST: "mail", ...env }).SMTP_TLS_REJECT_UNAUTHORIZED,
+      loadConfig({ NODE_ENV: "development", EMAIL_PROVIDER: "smtp", SMTP_HOST: "mail", ...env })
+        .SMTP_TLS_REJECT_UNAUTHORIZED,
     ).toBe(verified);
   });
 });
@@ -94,9 +95,15 @@ describe("loadConfig: secure defaults", () => {
   });
 
   it("cancels long statements and keeps the worker's metrics on loopback unless told otherwise", () => {
-    expect(loadConfig({})).toMatchObject({
+    expect(loadConfig(production)).toMatchObject({
       DATABASE_STATEMENT_TIMEOUT_MS: 30_000,
       WORKER_METRICS_HOST: "127.0.0.1",
     });
+  });
+
+  it("takes a missing NODE_ENV for production: development has to be said", () => {
+    expect(problems({})).toMatch(/SMS_PROVIDER: required when NODE_ENV=production/);
+    const { NODE_ENV: _, ...unsaid } = production;
+    expect(loadConfig(unsaid).NODE_ENV).toBe("production");
   });
 });
