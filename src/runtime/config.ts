@@ -1,24 +1,41 @@
 import { z } from "zod";
 
-const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+export const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const optionalString = z
   .string()
   .optional()
   .transform((v) => (v === "" ? undefined : v));
+
+/** The settings every process of the project reads the same way, this service's and the onboarding one's. */
+export const processSettings = {
+  /** Unset means production: a development or test run has to say so (development relaxes the guards). */
+  NODE_ENV: z.enum(["development", "test", "production"]).default("production"),
+  DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
+  /** Postgres cancels a statement of ours that runs longer (a plan gone wrong, a lock held for ever). */
+  DATABASE_STATEMENT_TIMEOUT_MS: int(100, 3_600_000).default(30_000),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  SHUTDOWN_TIMEOUT_MS: int(1000, 60_000).default(20_000),
+};
+
+/** Parses the environment with `schema`; throws a {@link ConfigError} naming every bad variable. */
+export function parseEnvironment<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.output<S> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
+  return parsed.data;
+}
 
 /**
  * Every setting the processes read, validated once at start-up. Defaults are the ones a local
  * run needs; production-only requirements are checked in {@link loadConfig}.
  */
 export const configSchema = z.object({
-  /** Unset means production: a development or test run has to say so (development relaxes the guards). */
-  NODE_ENV: z.enum(["development", "test", "production"]).default("production"),
+  ...processSettings,
   PORT: int(0, 65535).default(3000),
-  DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
-  /** Postgres cancels a statement of ours that runs longer (a plan gone wrong, a lock held for ever). */
-  DATABASE_STATEMENT_TIMEOUT_MS: int(100, 3_600_000).default(30_000),
   /** API processes per web dyno (node:cluster); each has its own DATABASE_POOL_SIZE connections. */
   WEB_CONCURRENCY: int(1, 64).default(1),
   REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
@@ -26,7 +43,6 @@ export const configSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,40}$/, "letters, digits, _ and - only")
     .default("ntf"),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   ONBOARDING_TOKEN: optionalString.pipe(z.string().min(16, "must be at least 16 characters").optional()),
   ADMIN_USER: optionalString,
   ADMIN_PASSWORD: optionalString,
@@ -87,7 +103,6 @@ export const configSchema = z.object({
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   SWEEP_INTERVAL_MS: int(100, 3_600_000).default(5000),
   SWEEP_GRACE_MS: int(0, 3_600_000).default(10_000),
-  SHUTDOWN_TIMEOUT_MS: int(1000, 60_000).default(20_000),
   AUTH_CACHE_TTL_MS: int(0, 600_000).default(5000),
   /** A request still unanswered after this gets 503 (a partition can freeze a database connection). */
   REQUEST_TIMEOUT_MS: int(100, 120_000).default(5000),
@@ -137,12 +152,7 @@ export const BROWSER_PUSH_SERVICES: readonly string[] = [
 
 /** Parses the environment; throws a {@link ConfigError} naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = configSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
-  }
-  const c = parsed.data;
+  const c = parseEnvironment(configSchema, env);
   const production = c.NODE_ENV === "production";
   // Outside production every channel defaults to its simulator; in production each is a choice.
   const smsProvider = c.SMS_PROVIDER ?? (production ? undefined : "simulator");
