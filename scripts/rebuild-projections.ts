@@ -1,10 +1,10 @@
 import { createDatabase } from "../db/client.js";
-import { configSchema } from "../src/runtime/config.js";
+import { configSchema, parseEnvironment } from "../src/runtime/config.js";
 import { rebuildProjections } from "../src/store/rebuild.js";
 
 /** `npm run projections:rebuild`: recomputes every message record from its events. */
 // Only the database matters here: the providers a production config must name do not.
-const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
+const { DATABASE_URL } = parseEnvironment(configSchema.pick({ DATABASE_URL: true }), process.env);
 const { sql } = createDatabase({ url: DATABASE_URL, poolSize: 2 });
 const started = Date.now();
 rebuildProjections(sql)

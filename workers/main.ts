@@ -9,7 +9,7 @@ import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createRedis } from "../src/runtime/redis.js";
-import { assertUsableRedis, probeRedisWrite } from "../src/runtime/redis-checks.js";
+import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
@@ -19,7 +19,6 @@ import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
-import { warnUnlessNoEviction } from "./redis-checks.js";
 import { sweep } from "./sweeper.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
@@ -129,8 +128,8 @@ async function main(): Promise<void> {
   });
 
   const databaseUp = () => database.available;
-  const redisTakesWrites = () => database.available && !redisHealth.stall;
-  const sweeper = every(config.SWEEP_INTERVAL_MS, redisTakesWrites, () =>
+  const databaseUpAndRedisTakesWrites = () => database.available && !redisHealth.stall;
+  const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
     sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),

@@ -124,7 +124,11 @@ function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
         failures = 0;
         if (moved < batchSize) await pause(idleMs);
       } catch (error) {
-        if (deps.redisHealth?.report(error)) continue;
+        if (deps.redisHealth?.report(error)) {
+          // Counted there; wait even when it is not stalled (closed at shutdown).
+          await pause(STALLED_POLL_MS);
+          continue;
+        }
         failures++;
         if (failures === 1 || failures % 20 === 0) {
           deps.logger.warn({ err: error, failures }, "outbox relay failed; retrying");

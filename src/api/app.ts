@@ -6,7 +6,7 @@ import { errorResponse, handleError } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { serveDocs, validationHook } from "../http/openapi.js";
 import { requestId } from "../http/request-id.js";
-import { noStore, pageSecurityHeaders } from "../http/response-headers.js";
+import { noStore } from "../http/response-headers.js";
 import { adminCredentials, operationsRoutes } from "../observability/operations.js";
 import { requestLog } from "./middleware/request-log.js";
 import { bodyLimit, registerRoutes } from "./register-routes.js";
@@ -31,7 +31,6 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   // Each API route limits its own body (registerRoutes); the dashboard's actions get the default.
   app.use("/admin/*", bodyLimit(MAX_BODY_BYTES));
   app.use("/api/*", noStore());
-  for (const page of ["/docs", "/docs/*"]) app.use(page, pageSecurityHeaders());
 
   app.use(requestLog(deps.logger, deps.metrics));
   app.route("/", operationsRoutes({ ...deps, admin: adminCredentials(deps.config) }));

@@ -16,7 +16,10 @@ const RESTART_DELAY_MS = 1000;
 async function main(): Promise<void> {
   const config = loadConfig();
   assertWebConfig(config);
-  await assertUsableRedis(config.REDIS_URL, createLogger({ level: config.LOG_LEVEL, name: "web" }));
+  // Once per dyno: the supervisor's API processes (and their restarts) share its answer.
+  if (cluster.isPrimary) {
+    await assertUsableRedis(config.REDIS_URL, createLogger({ level: config.LOG_LEVEL, name: "web" }));
+  }
   if (cluster.isPrimary && config.WEB_CONCURRENCY > 1) {
     supervise(config, createLogger({ level: config.LOG_LEVEL, name: "web-supervisor" }));
     return;

@@ -5,7 +5,6 @@ import { errorResponse, handleError } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { openapiRoute, serveDocs, validationHook } from "../http/openapi.js";
 import { requestId } from "../http/request-id.js";
-import { noStore, pageSecurityHeaders } from "../http/response-headers.js";
 import { onboardClient, onboardRoute } from "./onboard.js";
 import { rateLimitByClient } from "./rate-limit.js";
 import type { ClientOnboardingDeps, ClientOnboardingEnv } from "./types.js";
@@ -23,9 +22,6 @@ export function createClientOnboardingApp(deps: ClientOnboardingDeps): Hono<Clie
   );
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
-  // The onboarding answer carries the client's API key.
-  app.use("/encryption-service/*", noStore());
-  for (const page of ["/docs", "/docs/*"]) app.use(page, pageSecurityHeaders());
 
   const rateLimit = rateLimitByClient({
     limit: deps.config.ONBOARD_RATE_LIMIT,

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { Env, Hono } from "hono";
+import { PAGE_HEADERS } from "./response-headers.js";
 
 /** The Swagger UI files `/docs` needs, served from this process: the page works offline. */
 const ASSETS: Record<string, string> = {
@@ -42,11 +43,15 @@ function page(title: string): string {
 
 /** `GET /docs`: interactive reference (Swagger UI) of the document at `/openapi.json`. */
 export function serveApiReference<E extends Env>(app: Hono<E>, title: string): void {
-  app.get("/docs", (c) => c.html(page(title)));
+  app.get("/docs", (c) => c.html(page(title), 200, PAGE_HEADERS));
   app.get("/docs/assets/:file", (c) => {
     const name = c.req.param("file");
     const type = ASSETS[name];
     if (!type) return c.json({ error: "Not found" }, 404);
-    return c.body(asset(name), 200, { "Content-Type": type, "Cache-Control": "public, max-age=86400" });
+    return c.body(asset(name), 200, {
+      ...PAGE_HEADERS,
+      "Content-Type": type,
+      "Cache-Control": "public, max-age=86400",
+    });
   });
 }

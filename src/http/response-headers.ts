@@ -17,7 +17,7 @@ export function noStore(): MiddlewareHandler {
  * no plugin may load, the browser sniffs no type, and no referrer leaves. The scripts the pages
  * need are their own, so no script rule is set, and Bull Board's page needs its `<base>`.
  */
-const PAGE_HEADERS: Readonly<Record<string, string>> = {
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   "Content-Security-Policy": "frame-ancestors 'none'; object-src 'none'",
   "X-Frame-Options": "DENY",
   "X-Content-Type-Options": "nosniff",
@@ -29,12 +29,4 @@ export function securePage(response: Response): Response {
   const headers = new Headers(response.headers);
   for (const [name, value] of Object.entries(PAGE_HEADERS)) headers.set(name, value);
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-}
-
-/** {@link securePage} for every answer of the routes it guards. */
-export function pageSecurityHeaders(): MiddlewareHandler {
-  return async function securePageHeaders(c, next) {
-    await next();
-    c.res = securePage(c.res);
-  };
 }

@@ -5,6 +5,7 @@ import type { Database } from "../../db/client.js";
 import type { FailureClass } from "../domain/delivery-outcome.js";
 import type { Channel } from "../domain/events.js";
 import type { MessageState } from "../domain/state.js";
+import type { PersistentRedisError } from "../runtime/redis-health.js";
 
 /**
  * The Prometheus metrics of one process. Counters count what this process did (the web process
@@ -49,16 +50,18 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     registers: [registry],
   });
 
+  // The worker's: only it writes to Redis (queue jobs, the relay), so only it can be refused.
+  const worker = options.process === "worker";
   const redisErrors = new Counter({
     name: "notification_redis_errors_total",
     help: "Persistent Redis errors (readonly, oom, cluster, auth, misconf) the worker met, by kind",
     labelNames: ["kind"] as const,
-    registers: [registry],
+    registers: worker ? [registry] : [],
   });
   const redisStalled = new Gauge({
     name: "notification_redis_stalled",
     help: "1 while Redis persistently refuses the worker's writes and deliveries are paused, else 0",
-    registers: [registry],
+    registers: worker ? [registry] : [],
   });
   redisStalled.set(0);
 
@@ -161,7 +164,7 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     providerError(channel: Channel, provider: string, errorClass: FailureClass) {
       providerErrors.inc({ channel, provider, class: errorClass });
     },
-    redisError(kind: string) {
+    redisError(kind: PersistentRedisError) {
       redisErrors.inc({ kind });
     },
     redisStalled(stalled: boolean) {

@@ -13,7 +13,7 @@ export type { Logger };
  * identifiers (constraint or column names) redacted.
  */
 export function loggableError(error: unknown): unknown {
-  if (error instanceof Error && "command" in error) return redisReplyError(error);
+  if (error instanceof Error && error.name === "ReplyError") return redisReplyError(error);
   if (!(error instanceof DrizzleQueryError) && !(error instanceof postgres.PostgresError)) return error;
   const cause = (error instanceof DrizzleQueryError ? error.cause : error) as
     | { name?: string; message?: string; code?: string; constraint_name?: string; stack?: string }

@@ -18,6 +18,7 @@ export async function assertUsableRedis(url: string, logger: Logger): Promise<vo
   const redis = new Redis(url, {
     lazyConnect: true,
     connectTimeout: CHECK_TIMEOUT_MS,
+    commandTimeout: CHECK_TIMEOUT_MS,
     maxRetriesPerRequest: 0,
     enableOfflineQueue: false,
     retryStrategy: () => null,
@@ -78,5 +79,21 @@ function hostOf(url: string): string {
     return `${parsed.hostname}:${parsed.port || "6379"}`;
   } catch {
     return "REDIS_URL";
+  }
+}
+
+/** BullMQ loses jobs if Redis may evict keys; say so loudly at start-up. */
+export async function warnUnlessNoEviction(redis: Redis, logger: Logger): Promise<void> {
+  try {
+    const reply = (await redis.config("GET", "maxmemory-policy")) as string[];
+    const policy = reply[1];
+    if (policy && policy !== "noeviction") {
+      logger.warn(
+        { maxmemoryPolicy: policy },
+        `Redis maxmemory-policy is "${policy}": Redis may evict queued jobs under memory pressure. Set it to "noeviction".`,
+      );
+    }
+  } catch (error) {
+    logger.warn({ err: error }, "could not read Redis maxmemory-policy (CONFIG GET refused?)");
   }
 }

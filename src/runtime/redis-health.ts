@@ -6,7 +6,7 @@ import type { Logger } from "./logger.js";
  * a login refused after a reconnect, a node that cannot persist (`MISCONF`). Unlike a dropped
  * connection, each command fails the same way until someone changes something.
  */
-export const PERSISTENT_REDIS_ERRORS = {
+const PERSISTENT_REDIS_ERRORS = {
   readonly: /^READONLY\b/,
   oom: /^OOM\b/,
   cluster: /^(CROSSSLOT|MOVED|ASK|CLUSTERDOWN)\b/,
@@ -18,8 +18,9 @@ export type PersistentRedisError = keyof typeof PERSISTENT_REDIS_ERRORS;
 /** The kind of a persistent Redis error (also inside a failed Lua script's message), or undefined. */
 export function persistentRedisError(error: unknown): PersistentRedisError | undefined {
   if (!(error instanceof Error)) return undefined;
-  // A script's error reads "ERR Error running script (…): @user_script:…: READONLY You can't…".
-  const text = error.message.replace(/^ERR .*?: @user_script:\d+: /, "");
+  // Redis 7 puts a script's error code first ("READONLY … script: …, on @user_script:1."); Redis 6
+  // wraps it: "ERR Error running script (call to f_…): @user_script:4: @user_script: 4: -READONLY …".
+  const text = error.message.replace(/^ERR Error running script \([^)]*\): (@user_script:\s*\d+:\s*)+-?/, "");
   for (const [kind, pattern] of Object.entries(PERSISTENT_REDIS_ERRORS)) {
     if (pattern.test(text)) return kind as PersistentRedisError;
   }
@@ -95,7 +96,7 @@ export class RedisHealth {
     this.#reportTimer = setInterval(() => {
       if (!this.#stall || this.#unreported === 0) return;
       this.#options.logger.warn(
-        { redisError: this.#stall.kind, errors: this.#unreported, sinceSeconds: this.#secondsStalled() },
+        { redisError: this.#stall.kind, errors: this.#unreported, sinceSeconds: secondsSince(this.#stall) },
         "Redis still refuses the worker's writes",
       );
       this.#unreported = 0;
@@ -113,20 +114,21 @@ export class RedisHealth {
     clearInterval(this.#reportTimer);
   }
 
-  #secondsStalled(): number {
-    return this.#stall ? Math.round((Date.now() - this.#stall.since.getTime()) / 1000) : 0;
-  }
-
   #scheduleProbe(delayMs: number): void {
     if (this.#closed) return;
     this.#probeTimer = setTimeout(async () => {
       try {
         await this.#options.probe();
       } catch (error) {
-        if (this.#stall && persistentRedisError(error)) this.#stall.errors++;
+        if (this.#stall && persistentRedisError(error)) {
+          this.#stall.errors++;
+          this.#unreported++;
+        }
         this.#scheduleProbe(Math.min(delayMs * 2, this.#options.maxProbeMs));
         return;
       }
+      // Closed meanwhile (shutdown): nothing may resume now.
+      if (this.#closed) return;
       const stall = this.#stall;
       this.#stall = undefined;
       this.#unreported = 0;
@@ -135,7 +137,7 @@ export class RedisHealth {
         {
           redisError: stall?.kind,
           errors: stall?.errors,
-          sinceSeconds: stall ? Math.round((Date.now() - stall.since.getTime()) / 1000) : 0,
+          sinceSeconds: secondsSince(stall),
         },
         "Redis takes the worker's writes again: deliveries resume",
       );
@@ -143,4 +145,8 @@ export class RedisHealth {
     }, delayMs);
     this.#probeTimer.unref();
   }
+}
+
+function secondsSince(stall: RedisStall | undefined): number {
+  return stall ? Math.round((Date.now() - stall.since.getTime()) / 1000) : 0;
 }

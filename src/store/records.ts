@@ -140,7 +140,7 @@ export async function insertRecords(sql: SqlClient, records: readonly RecordColu
 }
 
 /** A message's record, if it belongs to the organization (another organization's is not found, exactly like an unknown one). */
-export type FindRecord = (organizationId: string, messageId: string) => Promise<MessageRow | undefined>;
+type FindRecord = (organizationId: string, messageId: string) => Promise<MessageRow | undefined>;
 
 interface Key {
   organizationId: string;

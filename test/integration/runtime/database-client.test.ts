@@ -11,7 +11,7 @@ describe("createDatabase with a statement time-out", () => {
     expect(row?.statement_timeout).toBe("300ms");
   });
 
-  it("has Postgres cancel a statement that runs longer (57014, which the service answers 503)", async () => {
+  it("has Postgres cancel a statement that runs longer (57014, query_canceled)", async () => {
     const error = await sql`select pg_sleep(2)`.then(
       () => undefined,
       (e: unknown) => e,

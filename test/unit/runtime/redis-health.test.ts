@@ -15,9 +15,12 @@ describe("persistentRedisError", () => {
       "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
       "misconf",
     ],
+    // Redis 7: the code first, the script after.
+    ["READONLY You can't write against a read only replica. script: 1a2b, on @user_script:12.", "readonly"],
+    // Redis 6: the script's error wrapped, its code after a dash.
     [
-      "ERR Error running script (call to f_1a2b): @user_script:42: OOM command not allowed when used memory > 'maxmemory'.",
-      "oom",
+      "ERR Error running script (call to f_1a2b): @user_script:4: @user_script: 4: -READONLY You can't write against a read only replica.",
+      "readonly",
     ],
   ])("given %s, then it is %s", (message, kind) => {
     expect(persistentRedisError(new Error(message))).toBe(kind);
@@ -68,7 +71,8 @@ describe("RedisHealth", () => {
   });
 
   it("while the stall lasts, then it says so once a minute with the count", async () => {
-    const { h, lines } = health(() => Promise.reject(new Error("READONLY")));
+    // Probes that fail without a Redis error (the connection dropped) add nothing to the count.
+    const { h, lines } = health(() => Promise.reject(new Error("Connection is closed.")));
     h.report(new Error("READONLY You can't write against a read only replica."));
     for (let i = 0; i < 50; i++) h.report(new Error("READONLY"));
     await vi.advanceTimersByTimeAsync(60_000);
@@ -77,6 +81,17 @@ describe("RedisHealth", () => {
     await vi.advanceTimersByTimeAsync(60_000);
     expect(lines).toHaveLength(2); // nothing new to report
     h.close();
+  });
+
+  it("given it is closed while a probe is under way, then the probe's success resumes nothing", async () => {
+    let answer: () => void = () => undefined;
+    const { h, events } = health(() => new Promise<void>((resolve) => (answer = resolve)));
+    h.report(new Error("OOM command not allowed"));
+    await vi.advanceTimersByTimeAsync(1000); // the probe starts
+    h.close();
+    answer();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(events).toEqual(["stalled:oom"]);
   });
 
   it("probes with a doubling delay, capped, and recovers once a probe passes", async () => {
