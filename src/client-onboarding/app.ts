@@ -1,6 +1,7 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { clientLimitKey } from "../http/client-ip.js";
 import { errorResponse, handleError } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { openapiRoute, serveDocs, validationHook } from "../http/openapi.js";
@@ -26,7 +27,7 @@ export function createClientOnboardingApp(deps: ClientOnboardingDeps): Hono<Clie
   const rateLimit = rateLimitByClient({
     limit: deps.config.ONBOARD_RATE_LIMIT,
     windowMs: deps.config.ONBOARD_RATE_WINDOW_MS,
-    clientKey: deps.clientIp,
+    clientKey: (c) => clientLimitKey(deps.clientIp(c)),
   });
   openapiRoute(app, onboardRoute, [rateLimit], (c) => onboardClient(c, deps));
   serveDocs(app, {

@@ -12,7 +12,7 @@ export const clientOnboardingConfigSchema = z.object({
   /** Onboarding requests allowed per client IP in one window. */
   ONBOARD_RATE_LIMIT: int(1, 1_000_000).default(20),
   ONBOARD_RATE_WINDOW_MS: int(1000, 86_400_000).default(60_000),
-  /** Behind a proxy the client IP is the first address of `X-Forwarded-For`; otherwise the socket's. */
+  /** Behind a proxy the client IP is the last address of `X-Forwarded-For` (our proxy's); otherwise the socket's. */
   TRUST_PROXY: bool.default(false),
 });
 

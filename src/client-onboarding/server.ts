@@ -1,9 +1,9 @@
 import { serve } from "@hono/node-server";
 import { createDatabase } from "../../db/client.js";
+import { clientIpResolver } from "../http/client-ip.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
 import { createClientOnboardingApp } from "./app.js";
-import { clientIpResolver } from "./client-ip.js";
 import { loadClientOnboardingConfig } from "./config.js";
 
 function main(): void {

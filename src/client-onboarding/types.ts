@@ -12,6 +12,6 @@ export interface ClientOnboardingDeps {
   db: Database;
   logger: Logger;
   now: () => Date;
-  /** The address requests are rate-limited by (see `client-ip.ts`). */
+  /** The client's address (see `src/http/client-ip.ts`); its IPv6 /64 is what requests are rate-limited by. */
   clientIp: (c: ClientOnboardingContext) => string;
 }

@@ -281,6 +281,32 @@ describe("POST /encryption-service/api/v1/onboard", () => {
       expect(other.status).toBe(201);
     });
 
+    it("counts every address of one IPv6 /64 as one client, and another /64 as another", async () => {
+      const limited = buildApp({ env: { ONBOARD_RATE_LIMIT: "2", ONBOARD_RATE_WINDOW_MS: "60000" } });
+      const network = uniqueIp().split("::")[0] ?? "";
+      const register = (ip: string) =>
+        onboard(limited, { appName: uniqueAppName(), contactEmail: "a@example.com" }, { ip });
+
+      expect((await register(`${network}::1`)).status).toBe(201);
+      expect((await register(`${network}:ffff:ffff:ffff:fffe`)).status).toBe(201);
+      const rotated = await register(`${network}:1234:5678:9abc:def0`);
+      expect(rotated.status).toBe(429);
+      expect(Number(rotated.headers.get("retry-after"))).toBeGreaterThan(0);
+
+      expect((await register(uniqueIp())).status).toBe(201);
+    });
+
+    it("counts an IPv4 client the same whether the socket writes it as IPv4 or IPv4-mapped IPv6", async () => {
+      const limited = buildApp({ env: { ONBOARD_RATE_LIMIT: "1", ONBOARD_RATE_WINDOW_MS: "60000" } });
+      const octet = () => Math.floor(Math.random() * 254) + 1;
+      const ip = `198.51.${octet()}.${octet()}`;
+      const register = (address: string) =>
+        onboard(limited, { appName: uniqueAppName(), contactEmail: "a@example.com" }, { ip: address });
+
+      expect((await register(ip)).status).toBe(201);
+      expect((await register(`::ffff:${ip}`)).status).toBe(429);
+    });
+
     it("lets a limited IP in again once its window has passed", async () => {
       const limited = buildApp({ env: { ONBOARD_RATE_LIMIT: "1", ONBOARD_RATE_WINDOW_MS: "1000" } });
       const ip = uniqueIp();

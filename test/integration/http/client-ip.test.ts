@@ -2,12 +2,11 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clientIpResolver } from "../../../src/client-onboarding/client-ip.js";
-import type { ClientOnboardingEnv } from "../../../src/client-onboarding/types.js";
+import { clientIpResolver } from "../../../src/http/client-ip.js";
 
 /** A server that answers with the address each resolver sees, over a real socket. */
 function ipEcho() {
-  const app = new Hono<ClientOnboardingEnv>();
+  const app = new Hono();
   const direct = clientIpResolver(false);
   const proxied = clientIpResolver(true);
   app.get("/direct", (c) => c.text(direct(c)));
