@@ -10,7 +10,6 @@ import {
   pgSchema,
   pgTable,
   primaryKey,
-  serial,
   smallint,
   text,
   timestamp,
@@ -179,7 +178,8 @@ export const encryption = pgSchema("encryption");
 export const encryptionClients = encryption.table(
   "clients",
   {
-    id: serial("id").primaryKey(),
+    /** Random (see src/client-onboarding/client-id.ts), so the answer does not count registrations. */
+    id: integer("id").primaryKey(),
     appName: text("app_name").notNull(),
     contactEmail: text("contact_email").notNull(),
     apiKeyHash: text("api_key_hash").notNull(),

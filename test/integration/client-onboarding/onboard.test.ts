@@ -4,6 +4,8 @@ import pino from "pino";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
 import { createClientOnboardingApp } from "../../../src/client-onboarding/app.js";
+import { MAX_CLIENT_ID, newClientId } from "../../../src/client-onboarding/client-id.js";
+import { registerClient } from "../../../src/client-onboarding/clients.js";
 import { loadClientOnboardingConfig } from "../../../src/client-onboarding/config.js";
 import type { ClientOnboardingDeps } from "../../../src/client-onboarding/types.js";
 
@@ -133,6 +135,44 @@ describe("POST /encryption-service/api/v1/onboard", () => {
       ).json()) as Registration;
       expect(first.apiKey).not.toBe(second.apiKey);
       expect(second.id).not.toBe(first.id);
+    });
+
+    it("gets an id that tells nothing of how many registered: consecutive registrations get scattered, unordered ids", async () => {
+      const ids: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        const res = await onboard(app, { appName: uniqueAppName("count"), contactEmail: "a@example.com" });
+        ids.push(((await res.json()) as Registration).id);
+      }
+      for (const id of ids) {
+        expect(Number.isInteger(id)).toBe(true);
+        expect(id).toBeGreaterThan(0);
+        expect(id).toBeLessThanOrEqual(MAX_CLIENT_ID);
+      }
+      const gaps = ids.slice(1).map((id, i) => id - (ids[i] ?? 0));
+      // A sequence gives gaps of 1 (or a few, with other tests registering meanwhile), all positive.
+      expect(gaps.filter((gap) => Math.abs(gap) < 1000)).toHaveLength(0);
+      expect(gaps.some((gap) => gap < 0)).toBe(true);
+    });
+
+    it("draws its id again when the one drawn is taken, and keeps the app's name, e-mail and key", async () => {
+      const takenName = uniqueAppName("taken");
+      const taken = (await (
+        await onboard(app, { appName: takenName, contactEmail: "a@example.com" })
+      ).json()) as Registration;
+      const draws = [taken.id, taken.id, newClientId()];
+      const appName = uniqueAppName("redrawn");
+      const client = await registerClient(
+        db,
+        { appName, contactEmail: "b@example.com" },
+        () => draws.shift() ?? 0,
+      );
+
+      expect(draws).toHaveLength(0);
+      expect(client.id).not.toBe(taken.id);
+      const [row] = await storedRows(appName);
+      expect(row?.id).toBe(client.id);
+      expect(row?.api_key_hash).toBe(createHash("sha256").update(client.apiKey).digest("hex"));
+      expect((await storedRows(takenName))[0]?.id).toBe(taken.id);
     });
 
     it("may use a name of exactly 100 characters and an e-mail address of exactly 254", async () => {
