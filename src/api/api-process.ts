@@ -1,7 +1,9 @@
+import cluster from "node:cluster";
 import { serve } from "@hono/node-server";
 import { v7 as uuidv7 } from "uuid";
 import { createDatabase, type SqlClient } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
+import { clusterWideMetrics } from "../observability/cluster-metrics.js";
 import { createMetrics } from "../observability/metrics.js";
 import { coalesceWrites } from "../runtime/coalesce-writes.js";
 import type { Config } from "../runtime/config.js";
@@ -11,6 +13,7 @@ import { createRedis } from "../runtime/redis.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
 import { createApp } from "./app.js";
+import { createOpsApp } from "./ops-app.js";
 
 /** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
 export function startApiProcess(config: Config, logger: Logger): void {
@@ -26,15 +29,30 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
 
-  const metrics = createMetrics({ process: "web", queue, db });
+  const ownMetrics = createMetrics({ process: "web", queue, db });
+  // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
+  const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
   const store = messageStoreFor(config, sql);
-  const app = createApp({ config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });
-  const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
-    logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
-  });
+  const deps = { config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 };
+  const servers = [
+    serve({ fetch: createApp(deps).fetch, port: config.PORT }, (info) => {
+      logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
+    }),
+  ];
+  if (config.OPS_PORT !== undefined) {
+    const host = config.OPS_HOST;
+    const ops = serve({ fetch: createOpsApp(deps).fetch, port: config.OPS_PORT, hostname: host }, (info) => {
+      logger.info(
+        { port: info.port, host },
+        `operator endpoints (metrics, readiness, dashboard) on ${host}:${info.port}`,
+      );
+    });
+    // Unlike the worker's, a taken operator port stops the process: the operator asked for it.
+    servers.push(ops);
+  }
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     // After the requests: a preview still rendering on the sandbox's thread finishes first.
     await renderSandbox.close();
     await queue.close();

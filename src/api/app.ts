@@ -7,8 +7,9 @@ import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { serveDocs, validationHook } from "../http/openapi.js";
 import { requestId } from "../http/request-id.js";
 import { noStore } from "../http/response-headers.js";
-import { adminCredentials, operationsRoutes } from "../observability/operations.js";
+import { livenessRoute } from "../observability/health.js";
 import { requestLog } from "./middleware/request-log.js";
+import { operatorRoutes } from "./ops-app.js";
 import { bodyLimit, registerRoutes } from "./register-routes.js";
 import { apiInfo, routes } from "./routes/index.js";
 import type { AppDeps, AppEnv } from "./types.js";
@@ -33,7 +34,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use("/api/*", noStore());
 
   app.use(requestLog(deps.logger, deps.metrics));
-  app.route("/", operationsRoutes({ ...deps, admin: adminCredentials(deps.config) }));
+  // With an operator port, the public one keeps only what a router's health check needs.
+  app.route("/", deps.config.OPS_PORT === undefined ? operatorRoutes(deps) : livenessRoute());
 
   registerRoutes(app, routes, deps);
   serveDocs(app, apiInfo);

@@ -10,8 +10,10 @@ const RESTART_DELAY_MS = 1000;
 /**
  * The web entry point. With `WEB_CONCURRENCY` = 1 (the default) this process serves the API
  * itself; with N > 1 it is a small supervisor that runs N API processes (node:cluster, sharing
- * the port), restarts one that dies, and on SIGTERM passes the signal on and exits once they have
- * all shut down. The supervisor never loads the app, so it costs little memory.
+ * the port, and `OPS_PORT` when set), restarts one that dies, and on SIGTERM passes the signal on
+ * and exits once they have all shut down. It also gathers their metrics when one of them is
+ * scraped (src/observability/cluster-metrics.ts). The supervisor never loads the app, so it costs
+ * little memory.
  */
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -21,6 +23,8 @@ async function main(): Promise<void> {
     await assertUsableRedis(config.REDIS_URL, createLogger({ level: config.LOG_LEVEL, name: "web" }));
   }
   if (cluster.isPrimary && config.WEB_CONCURRENCY > 1) {
+    const { answerClusterMetricsRequests } = await import("../observability/cluster-metrics.js");
+    answerClusterMetricsRequests();
     supervise(config, createLogger({ level: config.LOG_LEVEL, name: "web-supervisor" }));
     return;
   }

@@ -28,6 +28,13 @@ async function check(probe: () => Promise<unknown>): Promise<string> {
   }
 }
 
+/** `/healthz`: the process is alive (200 `{"status":"ok"}`); it says nothing else, so it may be public. */
+export function livenessRoute(): Hono {
+  const app = new Hono();
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  return app;
+}
+
 /**
  * `/healthz`: the process is alive. `/readyz`: Postgres and Redis both answer within a second
  * (200), or which one does not (503). Both JSON. `redisRefuses` (the worker's): why Redis, though
@@ -38,8 +45,7 @@ export function healthRoutes(deps: {
   queue: Queue;
   redisRefuses?: () => string | undefined;
 }): Hono {
-  const app = new Hono();
-  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  const app = livenessRoute();
   app.get("/readyz", async (c) => {
     const [postgres, redis] = await Promise.all([
       check(() => deps.db.execute(sql`select 1`)),

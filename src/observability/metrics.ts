@@ -8,6 +8,13 @@ import type { MessageState } from "../domain/state.js";
 import type { PersistentRedisError } from "../runtime/redis-health.js";
 
 /**
+ * How the API processes' values of a gauge read from Redis or Postgres on each scrape add up
+ * under one supervisor (src/observability/cluster-metrics.ts): each read the same thing, so
+ * one value, not their sum; the highest, so one process's stale reading never hides a backlog.
+ */
+const READ_ON_SCRAPE = "max";
+
+/**
  * The Prometheus metrics of one process. Counters count what this process did (the web process
  * accepts, the worker finishes and delivers); the queue gauges are read from Redis and Postgres
  * on each scrape, so every process reports the same cluster-wide values for them.
@@ -72,6 +79,7 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
       help: "Jobs in the delivery queue by state",
       labelNames: ["queue", "state"] as const,
       registers: [registry],
+      aggregator: READ_ON_SCRAPE,
       async collect() {
         try {
           const counts = await queue.getJobCounts("wait", "prioritized", "active", "delayed", "failed");
@@ -88,6 +96,7 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
       help: "Age of the oldest message still waiting for its first delivery attempt",
       labelNames: ["queue"] as const,
       registers: [registry],
+      aggregator: READ_ON_SCRAPE,
       async collect() {
         try {
           const rows = await db.execute<{ oldest: Date | null }>(
@@ -111,6 +120,7 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
         name,
         help,
         registers: [registry],
+        aggregator: READ_ON_SCRAPE,
         async collect() {
           try {
             const oldest = await oldestMs();
@@ -148,6 +158,8 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
 
   return {
     registry,
+    /** The text `/metrics` answers: this process's (a cluster's API process asks its supervisor). */
+    scrape: (): Promise<string> => registry.metrics(),
     observeRequest(method: string, route: string, status: number, seconds: number) {
       httpDuration.observe({ method, route, status: String(status) }, seconds);
     },

@@ -1,6 +1,7 @@
 import type { Queue } from "bullmq";
 import { type Context, Hono } from "hono";
 import type { Database } from "../../db/client.js";
+import { clientLimitKey } from "../http/client-ip.js";
 import { securePage } from "../http/response-headers.js";
 import { healthRoutes } from "./health.js";
 import type { Metrics } from "./metrics.js";
@@ -10,7 +11,8 @@ const QUEUE_BOARD_PATH = "/admin/queues";
 /**
  * The operator's endpoints, the same on every process that serves HTTP: `/healthz`, `/readyz`,
  * `/metrics`, and Bull Board at `/admin/queues` when `ADMIN_USER` / `ADMIN_PASSWORD` are set
- * (absent, so 404, otherwise). Bull Board and its UI are loaded on the first visit: they are
+ * (absent, so 404, otherwise). The API serves them on its public port, or, with `OPS_PORT`, on
+ * that port alone (src/api/ops-app.ts); the worker on its own (workers/ops-server.ts). Bull Board and its UI are loaded on the first visit: they are
  * memory the API process does not otherwise need.
  */
 export function operationsRoutes(deps: {
@@ -19,21 +21,28 @@ export function operationsRoutes(deps: {
   metrics: Metrics;
   redisRefuses?: () => string | undefined;
   admin?: { user: string; password: string };
+  /** The client's address (src/http/client-ip.ts): the dashboard's failed logins are counted by it. */
+  clientIp?: (c: Context) => string;
 }): Hono {
   const app = new Hono();
   app.route("/", healthRoutes(deps));
   app.get("/metrics", async (c) => {
-    const body = await deps.metrics.registry.metrics();
+    const body = await deps.metrics.scrape();
     return c.body(body, 200, { "Content-Type": deps.metrics.registry.contentType });
   });
-  const { admin } = deps;
+  const { admin, clientIp = () => "unknown" } = deps;
   if (admin) {
     let board: Promise<Hono> | undefined;
     const serveBoard = async (c: Context) => {
       board ??= import("./queue-board.js").then(({ queueBoard }) => {
         const mounted = new Hono().route(
           QUEUE_BOARD_PATH,
-          queueBoard({ basePath: QUEUE_BOARD_PATH, queues: [deps.queue], ...admin }),
+          queueBoard({
+            basePath: QUEUE_BOARD_PATH,
+            queues: [deps.queue],
+            ...admin,
+            clientKey: (c) => clientLimitKey(clientIp(c)),
+          }),
         );
         // Errors (basic auth's 401) go on to the app's own handler, which answers `{ error }`.
         return mounted.onError((error) => {

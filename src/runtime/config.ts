@@ -36,6 +36,13 @@ export const configSchema = z.object({
   ...processSettings,
   PORT: int(0, 65535).default(3000),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
+  /**
+   * The API's operator port: `/readyz`, `/metrics` and `/admin/queues` leave the public port for
+   * this one (`/healthz` stays on both). Unset: they stay on `PORT`.
+   */
+  OPS_PORT: z.preprocess((v) => (v === "" ? undefined : v), int(1, 65535).optional()),
+  /** The interface the operator port listens on: loopback unless an operator opens it. */
+  OPS_HOST: z.string().min(1).default("127.0.0.1"),
   /** API processes per web dyno (node:cluster); each has its own DATABASE_POOL_SIZE connections. */
   WEB_CONCURRENCY: int(1, 64).default(1),
   REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
@@ -174,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       "VAPID_PUBLIC_KEY / VAPID_PRIVATE_KEY: required when PUSH_PROVIDER=webpush (generate them with `npx web-push generate-vapid-keys`)",
     );
   }
+  if (c.OPS_PORT === c.PORT) problems.push("OPS_PORT: must differ from PORT");
   if (Boolean(c.ADMIN_USER) !== Boolean(c.ADMIN_PASSWORD)) {
     problems.push("ADMIN_USER / ADMIN_PASSWORD: set both or neither");
   }
