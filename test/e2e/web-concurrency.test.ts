@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
+import { networkInterfaces } from "node:os";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/harness.js";
 import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../support/processes.js";
@@ -64,5 +65,55 @@ describe("the web process with WEB_CONCURRENCY", () => {
     expect(await running.stop("SIGTERM")).toBe(0);
     expect(Date.now() - stoppedAt).toBeLessThan(5000);
     expect(running.output()).not.toMatch(/did not exit in time/);
+  }, 30_000);
+
+  it("given OPS_PORT, then the operator endpoints are on loopback only, and a scrape counts the requests of both API processes", async () => {
+    const opsPort = await freePort();
+    const password = "a-dashboard-password-of-some-length";
+    const { port } = await startWeb({
+      OPS_PORT: String(opsPort),
+      ADMIN_USER: "ops",
+      ADMIN_PASSWORD: password,
+    });
+    const ops = `http://127.0.0.1:${opsPort}`;
+    await waitForHttp(`${ops}/readyz`);
+
+    for (const path of ["/metrics", "/readyz", "/admin/queues"]) {
+      expect((await fetch(`http://127.0.0.1:${port}${path}`)).status, path).toBe(404);
+    }
+    const board = await fetch(`${ops}/admin/queues/api/queues`, {
+      headers: { authorization: `Basic ${Buffer.from(`ops:${password}`).toString("base64")}` },
+    });
+    expect(board.status).toBe(200);
+
+    // Round-robin spreads these over both processes; each counts its own.
+    const requests = 20;
+    for (let i = 0; i < requests; i++) {
+      const refused = await fetch(`http://127.0.0.1:${port}/api/v1/notifications/sms`, { method: "POST" });
+      expect(refused.status).toBe(401);
+    }
+    const refusedSends = async () => {
+      const text = await (await fetch(`${ops}/metrics`)).text();
+      const line = text
+        .split("\n")
+        .find(
+          (l) =>
+            l.startsWith("http_request_duration_seconds_count{") &&
+            l.includes('route="/api/v1/notifications/sms"') &&
+            l.includes('status="401"'),
+        );
+      return Number(line?.split(" ").at(-1));
+    };
+    // Whichever process answers the scrape, it answers both processes' sum.
+    expect(await refusedSends()).toBe(requests);
+    expect(await refusedSends()).toBe(requests);
+
+    const outward = Object.values(networkInterfaces())
+      .flat()
+      .find((address) => address && address.family === "IPv4" && !address.internal)?.address;
+    if (outward) {
+      expect((await fetch(`http://${outward}:${port}/healthz`)).status).toBe(200);
+      await expect(fetch(`http://${outward}:${opsPort}/metrics`)).rejects.toThrow();
+    }
   }, 30_000);
 });
