@@ -104,7 +104,7 @@ export const configSchema = z.object({
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
   WORKER_CONCURRENCY: int(1, 1000).default(100),
-  /** The worker's /metrics, /healthz and /readyz; 0 turns the server off. */
+  /** The worker's operator port: /metrics, /healthz and /readyz; 0 turns the server off. */
   WORKER_METRICS_PORT: int(0, 65535).default(9464),
   /** The interface the worker's metrics server listens on: loopback unless an operator opens it. */
   WORKER_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
@@ -118,6 +118,7 @@ export const configSchema = z.object({
    * while a statement runs; while one stalls (a migration's lock), one more gets 503 at once.
    */
   DATABASE_QUEUE_LIMIT: int(1, 100_000).default(1000),
+  /** Behind a proxy: the client's address is the last of `X-Forwarded-For` (the proxy's entry), not the socket's. */
   TRUST_PROXY: bool.default(false),
   /**
    * Sends per second each organization may sustain (token bucket refill); 0 (the default) turns the
