@@ -101,6 +101,25 @@ describe("loadConfig: secure defaults", () => {
     });
   });
 
+  it("keeps the operator endpoints on the public port unless OPS_PORT is set, and the ops port on loopback", () => {
+    const defaults = loadConfig({ NODE_ENV: "test" });
+    expect(defaults.OPS_PORT).toBeUndefined();
+    expect(defaults.OPS_HOST).toBe("127.0.0.1");
+    expect(loadConfig({ NODE_ENV: "test", OPS_PORT: "" }).OPS_PORT).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", OPS_PORT: "9465", OPS_HOST: "10.0.0.5" })).toMatchObject({
+      OPS_PORT: 9465,
+      OPS_HOST: "10.0.0.5",
+    });
+  });
+
+  it("refuses an OPS_PORT that is not a port, or is the public port", () => {
+    expect(problems({ NODE_ENV: "test", OPS_PORT: "0" })).toMatch(/OPS_PORT/);
+    expect(problems({ NODE_ENV: "test", OPS_PORT: "http" })).toMatch(/OPS_PORT/);
+    expect(problems({ NODE_ENV: "test", PORT: "8080", OPS_PORT: "8080" })).toMatch(
+      /OPS_PORT: must differ from PORT/,
+    );
+  });
+
   it("takes a missing NODE_ENV for production: development has to be said", () => {
     expect(problems({})).toMatch(/SMS_PROVIDER: required when NODE_ENV=production/);
     const { NODE_ENV: _, ...unsaid } = production;
