@@ -42,7 +42,7 @@ export interface BucketOptions {
   rate: number;
   /** The bucket's size; unset: twice `rate`, and never below it. */
   burst: number | undefined;
-  /** What the 429 says is limited: "send 100 messages a second" */
+  /** What the 429 says is limited, e.g. "this organization may send 100 messages a second (bursts of 200)". */
   describe: (rate: number, burst: number) => string;
 }
 
