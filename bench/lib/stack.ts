@@ -17,8 +17,8 @@ const root = process.env.BENCH_APP_DIR ?? benchRoot;
 const ONBOARDING_TOKEN = "bench-onboarding-token-0123456789";
 /**
  * Organizations per stack. Load is spread over them (one key per connection, round robin) so the
- * per-organization send rate limit, turned on here (SEND_RATE_LIMIT below, off by default), stays
- * in force, and its cost in the numbers, yet out of the way.
+ * per-organization send rate limit and daily quota (SEND_RATE_LIMIT, SEND_DAILY_QUOTA below, above
+ * their defaults) stay in force, and their cost in the numbers, yet out of the way.
  */
 const ORGANIZATIONS = 100;
 /** Every stack not closed yet, so a run that overruns its deadline can still clean up. */
@@ -166,6 +166,7 @@ export class Stack {
       PUSH_PROVIDER: "simulator",
       LOG_LEVEL: "warn",
       SEND_RATE_LIMIT: "1000",
+      SEND_DAILY_QUOTA: "100000000",
       ...this.#options.env,
     };
   }

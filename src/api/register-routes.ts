@@ -3,10 +3,11 @@ import type { MiddlewareHandler } from "hono";
 import { headerBodyLimit } from "../http/body-limit.js";
 import { errorResponse } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
-import { openapiRoute } from "../http/openapi.js";
+import { openapiRoute, withRateLimitHeaders } from "../http/openapi.js";
 import { apiKeyAuth } from "./middleware/api-key-auth.js";
+import { sendDailyQuota } from "./middleware/daily-quota.js";
 import { onboardingAuth } from "./middleware/onboarding-auth.js";
-import { sendRateLimit } from "./middleware/rate-limit.js";
+import { previewRateLimit, sendRateLimit } from "./middleware/rate-limit.js";
 import type { AppDeps, AppEnv, Route } from "./types.js";
 
 /**
@@ -30,13 +31,18 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
     description: "`ONBOARDING_TOKEN`; required when it is set (always in production)",
   });
 
-  const limits = { send: sendRateLimit(deps) };
+  // A send passes its rate first, so a refused burst never takes from the day's quota.
+  const limits = {
+    send: [sendRateLimit(deps), sendDailyQuota(deps)],
+    preview: [previewRateLimit(deps)],
+  };
 
   for (const route of routes) {
     const { middleware, scheme } = auth[route.auth];
-    const definition = { ...route.definition, security: [{ [scheme]: [] }] };
+    const limited = route.rateLimit ? withRateLimitHeaders(route.definition) : route.definition;
+    const definition = { ...limited, security: [{ [scheme]: [] }] };
     const chain = [bodyLimit(route.maxBodyBytes ?? MAX_BODY_BYTES), middleware];
-    if (route.rateLimit) chain.push(limits[route.rateLimit]);
+    if (route.rateLimit) chain.push(...limits[route.rateLimit]);
     openapiRoute(app, definition, chain, (c) => route.handler(c, deps));
   }
 }

@@ -35,8 +35,11 @@ export interface Route<R extends RouteConfig = RouteConfig> {
   definition: R;
   /** `api-key`: `x-api-key` of an active organization; `onboarding`: the onboarding token, when set. */
   auth: "api-key" | "onboarding";
-  /** `send`: the organization's send rate limit, checked right after authentication. */
-  rateLimit?: "send";
+  /**
+   * Limits checked right after authentication, per organization: `send`, the send rate and the
+   * daily quota; `preview`, the template preview rate.
+   */
+  rateLimit?: "send" | "preview";
   /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
   maxBodyBytes?: number;
   handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;

@@ -39,6 +39,48 @@ const retryAfter = {
   "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" as const } },
 };
 
+/**
+ * The fields of the IETF draft "RateLimit Fields for HTTP" (draft-ietf-httpapi-ratelimit-headers-06)
+ * that every answer of a rate-limited route carries once the request has passed its limits.
+ */
+export const RATE_LIMIT_HEADERS = {
+  "RateLimit-Limit": {
+    description:
+      "The quota of the limit closest to exhaustion for this organization (requests per window; the bucket's size for a rate)",
+    schema: { type: "integer" as const },
+  },
+  "RateLimit-Remaining": {
+    description: "What is left of that quota after this request",
+    schema: { type: "integer" as const },
+  },
+  "RateLimit-Reset": {
+    description: "Seconds until that quota is whole again (for the daily quota: until the next UTC midnight)",
+    schema: { type: "integer" as const },
+  },
+  "RateLimit-Policy": {
+    description:
+      "Every limit of this route: `<quota>;w=<window seconds>`, comma-separated (e.g. `200;w=2, 100000;w=86400`)",
+    schema: { type: "string" as const },
+  },
+};
+
+/** Statuses answered before a route's limits run (body size, authentication): they carry no RateLimit fields. */
+const BEFORE_LIMITS = new Set(["401", "403", "413"]);
+
+/** A rate-limited route's definition, with the RateLimit fields on every answer that passes the limits. */
+export function withRateLimitHeaders<R extends RouteConfig>(definition: R): R {
+  if (!definition.responses["429"])
+    throw new Error(`${definition.method} ${definition.path}: a limited route documents its 429`);
+  const responses: RouteConfig["responses"] = {};
+  for (const [status, response] of Object.entries(definition.responses)) {
+    responses[status] =
+      BEFORE_LIMITS.has(status) || "$ref" in response
+        ? response
+        : { ...response, headers: { ...(response.headers as object | undefined), ...RATE_LIMIT_HEADERS } };
+  }
+  return { ...definition, responses };
+}
+
 /** `{ error }` responses, one per status, from one or more groups of descriptions. */
 export function errorResponses(...groups: ErrorDescriptions[]) {
   const responses: RouteConfig["responses"] = {};

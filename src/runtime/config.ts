@@ -121,12 +121,18 @@ export const configSchema = z.object({
   /** Behind a proxy: the client's address is the last of `X-Forwarded-For` (the proxy's entry), not the socket's. */
   TRUST_PROXY: bool.default(false),
   /**
-   * Sends per second each organization may sustain (token bucket refill); 0 (the default) turns the
-   * limit off. A shared deployment sets it so one tenant cannot take every other tenant's capacity.
+   * Sends per second each organization may sustain (token bucket refill), so one tenant cannot
+   * take every other tenant's capacity; 0 turns the limit off (decision 0032).
    */
-  SEND_RATE_LIMIT: int(0, 1_000_000).default(0),
+  SEND_RATE_LIMIT: int(0, 1_000_000).default(100),
   /** Sends an organization may make at once (token bucket capacity; at least SEND_RATE_LIMIT; unset: twice it). */
   SEND_RATE_BURST: int(1, 10_000_000).optional(),
+  /** Messages each organization may have accepted per UTC day, counted in Redis across processes; 0: no quota. */
+  SEND_DAILY_QUOTA: int(0, 1_000_000_000).default(100_000),
+  /** Template previews (render) per second per organization (token bucket refill); 0 turns the limit off. */
+  TEMPLATE_PREVIEW_RATE_LIMIT: int(0, 1_000_000).default(10),
+  /** Previews an organization may ask for at once (at least TEMPLATE_PREVIEW_RATE_LIMIT; unset: twice it). */
+  TEMPLATE_PREVIEW_RATE_BURST: int(1, 10_000_000).optional(),
   /** BullMQ job lock: a killed worker's jobs are taken again once it expires (then the next stall check). */
   WORKER_LOCK_DURATION_MS: int(1000, 600_000).default(30_000),
   /** How often a worker looks for stalled jobs (active, lock expired). */

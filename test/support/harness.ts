@@ -19,6 +19,7 @@ import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../..
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
+import { GENEROUS_LIMITS } from "./limits.js";
 
 export const silentLogger = pino({ level: "silent" });
 
@@ -44,6 +45,7 @@ export function createHarness(env: Record<string, string> = {}) {
     REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
+    ...GENEROUS_LIMITS,
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { dropDatabase } from "../../db/migrate.js";
+import { GENEROUS_LIMITS } from "./limits.js";
 
 const root = join(import.meta.dirname, "..", "..");
 
@@ -34,11 +35,14 @@ export interface RunningProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs a Procfile command through the shell, as a platform would, from the project root. */
+/**
+ * Runs a Procfile command through the shell, as a platform would, from the project root, with the
+ * per-organization limits out of the way unless `env` sets them.
+ */
 export function runProcess(command: string, env: Record<string, string>): RunningProcess {
   const child = spawn("sh", ["-c", `exec ${command}`], {
     cwd: root,
-    env: { ...process.env, ...env },
+    env: { ...process.env, ...GENEROUS_LIMITS, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -12,18 +12,38 @@ import type { Config } from "../../runtime/config.js";
 import type { Logger } from "../../runtime/logger.js";
 import { microBatch } from "../../store/micro-batch.js";
 import type { AppEnv } from "../types.js";
+import { limitHeaders, reportLimit } from "./limit-headers.js";
 
 /** Past this the limiter's Redis counts as unavailable for that request, and the process limits on its own. */
 const REDIS_TIMEOUT_MS = 250;
 const WARN_EVERY_MS = 10_000;
 
 export interface RateLimitDeps {
-  config: Pick<Config, "SEND_RATE_LIMIT" | "SEND_RATE_BURST" | "QUEUE_PREFIX">;
+  config: Pick<
+    Config,
+    | "SEND_RATE_LIMIT"
+    | "SEND_RATE_BURST"
+    | "TEMPLATE_PREVIEW_RATE_LIMIT"
+    | "TEMPLATE_PREVIEW_RATE_BURST"
+    | "QUEUE_PREFIX"
+  >;
   /** Where the BullMQ connection comes from when `redis` is not given. */
   queue?: Pick<Queue, "opts">;
   /** The shared bucket store; without one every process limits on its own. */
   redis?: Redis;
   logger: Logger;
+}
+
+/** One per-organization token bucket: what it limits, and how fast. */
+export interface BucketOptions {
+  /** Names the bucket's keys (`<QUEUE_PREFIX>:rate-limit:<name>:<organization id>`) and its log lines. */
+  name: string;
+  /** Tokens a second (0: no limit). */
+  rate: number;
+  /** The bucket's size; unset: twice `rate`, and never below it. */
+  burst: number | undefined;
+  /** What the 429 says is limited, e.g. "this organization may send 100 messages a second (bursts of 200)". */
+  describe: (rate: number, burst: number) => string;
 }
 
 /**
@@ -78,21 +98,47 @@ export function redisOfQueue(queue: Pick<Queue, "opts"> | undefined): Redis | un
 }
 
 /**
- * Per-organization limit on sends: a token bucket in Redis (`SEND_RATE_BURST` tokens, at least
- * `SEND_RATE_LIMIT`, refilled at `SEND_RATE_LIMIT` a second) shared by every web process. When Redis errors or does not answer
- * within 250 ms, an in-memory limiter of the same rate takes over in each process (the library's
- * insurance limiter), so the limit holds, per process, while Redis is away. Over the limit: 429
- * `{ error }` with `Retry-After`. Must run after API-key authentication (the bucket is the
- * organization's). `SEND_RATE_LIMIT=0` turns it off.
+ * Per-organization limit on sends (`SEND_RATE_LIMIT` a second, bursts of `SEND_RATE_BURST`), all
+ * channels together; dry runs count. Must run after API-key authentication.
  */
 export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
-  const rate = deps.config.SEND_RATE_LIMIT;
+  return rateLimit(deps, {
+    name: "send",
+    rate: deps.config.SEND_RATE_LIMIT,
+    burst: deps.config.SEND_RATE_BURST,
+    describe: (rate, burst) => `this organization may send ${rate} messages a second (bursts of ${burst})`,
+  });
+}
+
+/** Per-organization limit on template previews (`TEMPLATE_PREVIEW_RATE_LIMIT` a second). */
+export function previewRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
+  return rateLimit(deps, {
+    name: "preview",
+    rate: deps.config.TEMPLATE_PREVIEW_RATE_LIMIT,
+    burst: deps.config.TEMPLATE_PREVIEW_RATE_BURST,
+    describe: (rate, burst) =>
+      `this organization may preview ${rate} templates a second (bursts of ${burst})`,
+  });
+}
+
+/**
+ * A per-organization token bucket in Redis (`burst` tokens, at least `rate`, refilled at `rate`
+ * a second) shared by every web process. When Redis errors or does not answer within 250 ms, an
+ * in-memory limiter of the same rate takes over in each process (the library's insurance
+ * limiter), so the limit holds, per process, while Redis is away. Every answer that passed it
+ * carries the `RateLimit-*` fields (see limit-headers.ts); over the limit: 429 `{ error }` with
+ * `Retry-After`. Must run after API-key authentication (the bucket is the organization's).
+ * A rate of 0 turns it off.
+ */
+export function rateLimit(deps: RateLimitDeps, options: BucketOptions): MiddlewareHandler<AppEnv> {
+  const { rate } = options;
   if (rate === 0) return async (_c, next) => next();
   // The bucket holds at least one second's worth: the library needs a refill time of 1 s or more.
-  const burst = Math.max(deps.config.SEND_RATE_BURST ?? 2 * rate, rate);
+  const burst = Math.max(options.burst ?? 2 * rate, rate);
   const refillSeconds = burst / rate;
+  const policy = `${burst};w=${Math.ceil(refillSeconds)}`;
 
-  const keyPrefix = `${deps.config.QUEUE_PREFIX}:rate-limit:send`;
+  const keyPrefix = `${deps.config.QUEUE_PREFIX}:rate-limit:${options.name}`;
   // A fixed window close to the bucket: `burst` sends per refill time, in this process only.
   const insuranceLimiter = new RateLimiterMemory({ keyPrefix, points: burst, duration: refillSeconds });
   const redis = deps.redis ?? redisOfQueue(deps.queue);
@@ -111,63 +157,101 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
       })
     : insuranceLimiter;
 
-  // The sends of one organization that arrive in the same turn of the event loop take their
+  // The requests of one organization that arrive in the same turn of the event loop take their
   // tokens with one call (one Redis round trip), the earliest first, as if they came one by one.
-  const take = microBatch((organizationIds: string[]) => takeTogether(limiter, burst, organizationIds), {
-    maxBatch: 10_000,
-    // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
-    maxInFlight: 16,
-    retryOneByOne: () => false,
-  });
+  const take = microBatch(
+    (organizationIds: string[]) => takeTogether(limiter, burst, refillSeconds, organizationIds),
+    {
+      maxBatch: 10_000,
+      // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
+      maxInFlight: 16,
+      retryOneByOne: () => false,
+    },
+  );
 
   let lastWarnedAt = 0;
-  return async function rateLimitSends(c, next) {
+  return async function rateLimitRequests(c, next) {
     if (redis && redis.status !== "ready" && Date.now() - lastWarnedAt > WARN_EVERY_MS) {
       lastWarnedAt = Date.now();
-      deps.logger.warn("rate limiter: Redis unavailable, limiting sends per process");
+      deps.logger.warn(`rate limiter (${options.name}): Redis unavailable, limiting per process`);
     }
-    const msBeforeNext = await take(c.get("organization").id);
-    if (msBeforeNext !== ALLOWED) {
-      const seconds = Math.max(1, Math.ceil(msBeforeNext / 1000));
+    const taken = await take(c.get("organization").id);
+    const state = {
+      limit: burst,
+      remaining: taken.remaining,
+      resetSeconds: seconds(taken.msBeforeNext),
+      policy,
+    };
+    if (!taken.allowed) {
+      const retryAfter = Math.max(1, state.resetSeconds);
       throw new ApiError(
         429,
-        `Too many requests: this organization may send ${rate} messages a second (bursts of ${burst}); retry in ${seconds} s`,
-        { "Retry-After": String(seconds) },
+        `Too many requests: ${options.describe(rate, burst)}; retry in ${retryAfter} s`,
+        {
+          ...limitHeaders({ ...state, remaining: 0, resetSeconds: retryAfter }),
+          "Retry-After": String(retryAfter),
+        },
       );
     }
     await next();
+    reportLimit(c, state);
   };
 }
 
-const ALLOWED = -1;
+const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
+
+/** One request's share of a bucket: whether it got a token, what is left, and when. */
+interface Taken {
+  allowed: boolean;
+  /** Tokens left once this request (and those before it) took theirs. */
+  remaining: number;
+  /** Allowed: until the bucket is full again; refused: until the next token. */
+  msBeforeNext: number;
+}
 
 /**
  * Takes one token for each id, asking once per distinct id for all of its tokens. Returns, per
- * id in order, `ALLOWED` or the milliseconds until a token is back. Both limiters report a refusal
- * by `consumedPoints` past their capacity: that excess is how many of the wanted tokens were
- * refused, and the refused ones are the latest.
+ * id in order, what it got, as if the requests had come one by one. Both limiters report a
+ * refusal by `consumedPoints` past their capacity: that excess is how many of the wanted tokens
+ * were refused, and the refused ones are the latest.
  */
 async function takeTogether(
   limiter: Pick<RateLimiterMemory, "consume">,
   capacity: number,
+  refillSeconds: number,
   ids: string[],
-): Promise<number[]> {
+): Promise<Taken[]> {
   const positions = new Map<string, number[]>();
   ids.forEach((id, index) => {
     const list = positions.get(id);
     if (list) list.push(index);
     else positions.set(id, [index]);
   });
-  const results = new Array<number>(ids.length).fill(ALLOWED);
+  const results = new Array<Taken>(ids.length);
   await Promise.all(
     Array.from(positions, async ([id, indexes]) => {
+      const count = indexes.length;
       try {
-        await limiter.consume(id, indexes.length);
+        const res = await limiter.consume(id, count);
+        indexes.forEach((index, i) => {
+          results[index] = {
+            allowed: true,
+            remaining: res.remainingPoints + (count - 1 - i),
+            msBeforeNext: res.msBeforeNext,
+          };
+        });
       } catch (rejection) {
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
         const excess = rejection.consumedPoints - capacity;
-        const refused = excess > 0 ? Math.min(indexes.length, excess) : indexes.length;
-        for (const index of indexes.slice(indexes.length - refused)) results[index] = rejection.msBeforeNext;
+        const refused = excess > 0 ? Math.min(count, excess) : count;
+        const granted = count - refused;
+        indexes.forEach((index, i) => {
+          results[index] =
+            i < granted
+              ? // These emptied the bucket: it is whole again a full refill time later.
+                { allowed: true, remaining: granted - 1 - i, msBeforeNext: refillSeconds * 1000 }
+              : { allowed: false, remaining: 0, msBeforeNext: rejection.msBeforeNext };
+        });
       }
     }),
   );

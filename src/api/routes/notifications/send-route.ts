@@ -80,7 +80,10 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
         JSON_BODY_ERRORS,
         { 422: "`Idempotency-Key` already used with a different body" },
         {
-          429: "Over the organization's send rate (`SEND_RATE_LIMIT` a second when set, all channels together); retry after `Retry-After` seconds",
+          429:
+            "Over the organization's send rate (`SEND_RATE_LIMIT` a second, default 100, all channels together, dry runs " +
+            "included) or its daily quota (`SEND_DAILY_QUOTA` messages accepted per UTC day, default 100,000); retry after " +
+            "`Retry-After` seconds (for the quota: the next UTC midnight)",
         },
         SERVER_ERRORS,
       ),

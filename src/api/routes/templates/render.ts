@@ -38,6 +38,7 @@ const rendered = z
 
 export const renderTemplate = defineRoute({
   auth: "api-key",
+  rateLimit: "preview",
   definition: createRoute({
     method: "post",
     path: "/api/v1/templates/{name}/render",
@@ -60,6 +61,11 @@ export const renderTemplate = defineRoute({
           422:
             "The template cannot be rendered (e.g. a Handlebars syntax error, or the render takes more than " +
             `${RENDER_DEADLINE_MS} ms or ${RENDER_HEAP_MB} MB); the reason says where`,
+        },
+        {
+          429:
+            "Over the organization's preview rate (`TEMPLATE_PREVIEW_RATE_LIMIT` a second, default 10, bursts of 20); " +
+            "retry after `Retry-After` seconds",
         },
       ),
     },

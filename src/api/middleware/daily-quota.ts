@@ -1,0 +1,190 @@
+import type { Queue } from "bullmq";
+import type { Context, MiddlewareHandler } from "hono";
+import type { Redis } from "ioredis";
+import { ApiError } from "../../http/errors.js";
+import type { Config } from "../../runtime/config.js";
+import type { Logger } from "../../runtime/logger.js";
+import { microBatch } from "../../store/micro-batch.js";
+import type { AppEnv } from "../types.js";
+import { type LimitState, limitHeaders, reportLimit } from "./limit-headers.js";
+import { redisOfQueue } from "./rate-limit.js";
+
+/** Past this the quota's Redis counts as unavailable for that request, and the send goes on (fail open). */
+const REDIS_TIMEOUT_MS = 250;
+const WARN_EVERY_MS = 10_000;
+/**
+ * After Redis failed or stayed silent, sends go uncounted this long before it is asked again, so
+ * a hung Redis costs one send in a while its 250 ms, not every send.
+ */
+const RETRY_REDIS_AFTER_MS = 1000;
+const DAY_MS = 86_400_000;
+/** What `take` answers for a send past the quota. */
+const REFUSED = -1;
+/** A day's counter outlives its day by this much, so a process whose clock is a little behind still finds it. */
+const KEY_GRACE_MS = 3_600_000;
+
+/**
+ * Takes up to ARGV[1] units of a day's quota (ARGV[2]) from the counter KEYS[1], never counting
+ * past the quota; a counter it creates expires ARGV[3] ms later (the day's end, plus a grace).
+ * Returns `{granted, used}`: how many were taken, and the count after them. One key per call, so
+ * it runs on a Redis Cluster as it is.
+ */
+export const QUOTA_TAKE_SCRIPT = `
+local want = tonumber(ARGV[1])
+local quota = tonumber(ARGV[2])
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local granted = math.min(want, math.max(0, quota - used))
+if granted > 0 then
+  used = redis.call('INCRBY', KEYS[1], granted)
+  if used == granted then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+end
+return {granted, used}
+`;
+
+/** Gives back ARGV[1] units of a counter that still exists (never creates one without an expiry). */
+export const QUOTA_GIVE_BACK_SCRIPT = `
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+if used <= 0 then return 0 end
+return redis.call('DECRBY', KEYS[1], math.min(used, tonumber(ARGV[1])))
+`;
+
+interface QuotaCommands {
+  sendQuotaTake(key: string, want: number, quota: number, ttlMs: number): Promise<[number, number]>;
+  sendQuotaGiveBack(key: string, units: number): Promise<number>;
+}
+
+export interface DailyQuotaDeps {
+  config: Pick<Config, "SEND_DAILY_QUOTA" | "QUEUE_PREFIX">;
+  /** Where the BullMQ connection comes from when `redis` is not given. */
+  queue?: Pick<Queue, "opts">;
+  /** The counters' store, shared by every web process; without one there is no quota. */
+  redis?: Redis;
+  logger: Logger;
+  /** The clock that says which UTC day it is. */
+  now: () => Date;
+}
+
+/** The UTC day of `at` (`2026-11-24`), and the milliseconds from `at` to its end. */
+export function utcDay(at: Date): { day: string; msLeft: number } {
+  const ms = at.getTime();
+  const start = ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS);
+  return { day: new Date(start).toISOString().slice(0, 10), msLeft: start + DAY_MS - ms };
+}
+
+/**
+ * Per-organization quota of messages per UTC day (`SEND_DAILY_QUOTA`), one counter per
+ * organization and day in Redis (`<QUEUE_PREFIX>:quota:send:<organization id>:<day>`), shared by
+ * every web process. A send takes one unit before it is handled, and gives it back unless its
+ * answer is a 202 that accepted a message: dry runs, replays of an `Idempotency-Key`, and refused
+ * or failed requests cost nothing. Over the quota: 429 `{ error }` with `Retry-After` until the
+ * next UTC midnight. Redis unavailable or silent for 250 ms: the send goes on uncounted (fail
+ * open; the rate limit still holds per process, decision 0032). Runs after the rate limit.
+ * A quota of 0 turns it off.
+ */
+export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> {
+  const quota = deps.config.SEND_DAILY_QUOTA;
+  const redis = (deps.redis ?? redisOfQueue(deps.queue)) as (Redis & Partial<QuotaCommands>) | undefined;
+  if (quota === 0 || !redis) return async (_c, next) => next();
+  redis.defineCommand("sendQuotaTake", { numberOfKeys: 1, lua: QUOTA_TAKE_SCRIPT });
+  redis.defineCommand("sendQuotaGiveBack", { numberOfKeys: 1, lua: QUOTA_GIVE_BACK_SCRIPT });
+  const commands = redis as Redis & QuotaCommands;
+  const keyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
+  const policy = `${quota};w=86400`;
+
+  let lastWarnedAt = 0;
+  let redisFailedAt = Number.NEGATIVE_INFINITY;
+  const warn = (error: unknown) => {
+    if (Date.now() - lastWarnedAt < WARN_EVERY_MS) return;
+    lastWarnedAt = Date.now();
+    deps.logger.warn({ err: error }, "daily quota: Redis unavailable, sends are not counted");
+  };
+
+  // The sends of one organization that arrive together take their units with one call.
+  const take = microBatch(
+    async (keys: Array<{ key: string; ttlMs: number }>): Promise<number[]> => {
+      const groups = new Map<string, { ttlMs: number; indexes: number[] }>();
+      keys.forEach(({ key, ttlMs }, index) => {
+        const group = groups.get(key);
+        if (group) group.indexes.push(index);
+        else groups.set(key, { ttlMs, indexes: [index] });
+      });
+      const results = new Array<number>(keys.length);
+      await Promise.all(
+        Array.from(groups, async ([key, { ttlMs, indexes }]) => {
+          const [granted, used] = await withTimeout(
+            commands.sendQuotaTake(key, indexes.length, quota, ttlMs),
+            REDIS_TIMEOUT_MS,
+          );
+          // The earliest get the units; each sees the count as if they had come one by one.
+          const before = used - granted;
+          indexes.forEach((index, i) => {
+            results[index] = i < granted ? before + i + 1 : REFUSED;
+          });
+        }),
+      );
+      return results;
+    },
+    { maxBatch: 10_000, maxInFlight: 16, retryOneByOne: () => false },
+  );
+
+  return async function dailyQuota(c, next) {
+    const now = deps.now();
+    const { day, msLeft } = utcDay(now);
+    const key = `${keyPrefix}:${c.get("organization").id}:${day}`;
+    // Fail open: not connected (rather than wait in a client's offline queue), or failed just now.
+    if (redis.status !== "ready") {
+      warn(new Error(`Redis connection ${redis.status}`));
+      return next();
+    }
+    if (performance.now() - redisFailedAt < RETRY_REDIS_AFTER_MS) return next();
+    let used: number;
+    try {
+      used = await take({ key, ttlMs: msLeft + KEY_GRACE_MS });
+    } catch (error) {
+      redisFailedAt = performance.now();
+      warn(error);
+      await next();
+      return;
+    }
+    const state: LimitState = {
+      limit: quota,
+      remaining: quota - used,
+      resetSeconds: Math.ceil(msLeft / 1000),
+      policy,
+    };
+    if (used === REFUSED) {
+      const retryAfter = Math.max(1, state.resetSeconds);
+      throw new ApiError(
+        429,
+        `Daily quota reached: this organization may send ${quota} messages per UTC day; ` +
+          `it resets at ${new Date(now.getTime() + msLeft).toISOString()} (retry in ${retryAfter} s)`,
+        {
+          ...limitHeaders({ ...state, remaining: 0, resetSeconds: retryAfter }),
+          "Retry-After": String(retryAfter),
+        },
+      );
+    }
+    try {
+      await next();
+    } finally {
+      if (!acceptedAMessage(c)) {
+        state.remaining += 1;
+        commands.sendQuotaGiveBack(key, 1).catch(warn);
+      }
+    }
+    reportLimit(c, state);
+  };
+}
+
+/** A 202 that is not the replay of an earlier one: a message was accepted. */
+function acceptedAMessage(c: Context): boolean {
+  return c.res.status === 202 && c.res.headers.get("Idempotent-Replayed") !== "true";
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
