@@ -23,11 +23,31 @@ export function cleanMessage(message: string, secrets: readonly string[]): strin
   return truncate(redact(message, secrets), MAX_ERROR_MESSAGE_LENGTH);
 }
 
-/** A provider's failed outcome, its message cleaned of `secrets`. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
+const CONTROL_AND_SPACE = /[\u0000-\u001f\u007f\s]+/g;
+
+/** The longest provider detail the worker logs. */
+export const MAX_DETAIL_LENGTH = 1000;
+
+/**
+ * A provider's failed outcome, its message and its detail (for the log only) cleaned of `secrets`.
+ */
 export function failedOutcome(
   provider: string,
   error: DeliveryError,
   secrets: readonly string[],
+  detail?: string,
 ): DeliveryOutcome {
-  return { ok: false, provider, error: { ...error, message: cleanMessage(error.message, secrets) } };
+  return {
+    ok: false,
+    provider,
+    error: { ...error, message: cleanMessage(error.message, secrets) },
+    ...(detail ? { detail: cleanDetail(detail, secrets) } : {}),
+  };
+}
+
+/** A provider's own words for the log: secrets redacted, control characters flattened, cut. */
+export function cleanDetail(detail: string, secrets: readonly string[]): string {
+  const flat = redact(detail, secrets).replace(CONTROL_AND_SPACE, " ").trim();
+  return truncate(flat, MAX_DETAIL_LENGTH);
 }
