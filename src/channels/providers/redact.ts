@@ -10,6 +10,20 @@ export function redact(text: string, secrets: readonly string[]): string {
   return redacted;
 }
 
+/**
+ * `text` with every (non-empty) recipient replaced by "[recipient]", whatever its case: servers
+ * quote the address they refuse ("550 5.1.1 <Ada@Example.com>: Recipient address rejected"), and
+ * the logs never hold a recipient either.
+ */
+export function redactRecipients(text: string, recipients: readonly string[]): string {
+  const escaped = recipients
+    .filter((r) => r !== "")
+    .sort((a, b) => b.length - a.length)
+    .map((r) => r.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  if (escaped.length === 0) return text;
+  return text.replace(new RegExp(escaped.join("|"), "gi"), "[recipient]");
+}
+
 /** `text` cut to `max` characters, the last one an ellipsis when anything was cut. */
 export function truncate(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;

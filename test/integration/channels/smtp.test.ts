@@ -232,7 +232,7 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     expect(await send()).toStrictEqual(failure("transient", "smtp_452"));
   });
 
-  it("a reply quoting the recipient (Postfix's 550) reaches the log's detail, never the message", async () => {
+  it("a reply quoting the recipient (Postfix's 550) reaches the log's detail without it, never the message", async () => {
     server.scenario = {
       rcpt: (address) => smtpError(550, `5.1.1 <${address}>: Recipient address rejected: User unknown`),
     };
@@ -242,11 +242,12 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
         "permanent",
         "smtp_550",
         "The SMTP server answered RCPT TO with 550",
-        expect.stringMatching(/RCPT TO: 550 5\.1\.1 <\S+@example\.\w+>: Recipient address rejected/),
+        expect.stringMatching(/RCPT TO: 550 5\.1\.1 <\[recipient\]>: Recipient address rejected/),
       ),
     );
     if (outcome.ok) throw new Error("unreachable");
-    expect(JSON.stringify(outcome.error)).not.toMatch(/example\.org|example\.net|127\.0\.0\.1|User unknown/);
+    expect(JSON.stringify(outcome.error)).not.toMatch(/127\.0\.0\.1|User unknown/);
+    expect(JSON.stringify(outcome)).not.toMatch(/example\.org|example\.net/);
   });
 
   it("a 4xx after DATA is transient", async () => {

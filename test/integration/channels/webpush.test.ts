@@ -283,6 +283,19 @@ describe("WebPushProvider against a local push service", () => {
     );
   });
 
+  it("a body that echoes the subscription keeps it out of the log's detail", async () => {
+    const subscription = service.createSubscription();
+    service.respondWith(subscription.endpoint, {
+      status: 400,
+      body: `bad subscription ${subscription.endpoint} auth=${subscription.keys.auth}`,
+    });
+    const outcome = await send(message(subscription));
+    expect(outcome).toMatchObject({
+      detail: expect.stringContaining("bad subscription [recipient] auth=[recipient]"),
+    });
+    expect(JSON.stringify(outcome)).not.toContain(new URL(subscription.endpoint).pathname);
+  });
+
   it("a response that echoes the Authorization header or its token is redacted", async () => {
     const subscription = service.createSubscription();
     let sentAuthorization = "";

@@ -1,7 +1,7 @@
 import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Transporter } from "nodemailer";
 import nodemailer from "nodemailer";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import { failedOutcome } from "../../providers/redact.js";
+import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
 export interface SmtpEmailProviderOptions {
@@ -42,7 +42,8 @@ export interface SmtpEmailProviderOptions {
  *
  * The error's message is ours and names neither the server (host and port) nor anything it said:
  * servers quote the recipient's address in their replies ("550 5.1.1 <ada@…>: Recipient address
- * rejected"), and tenants read the message in the history. The reply goes to the worker's log.
+ * rejected"), and tenants read the message in the history. The reply goes to the worker's log,
+ * every recipient in it replaced by "[recipient]".
  */
 export class SmtpEmailProvider implements EmailProvider {
   readonly name = "smtp";
@@ -87,7 +88,8 @@ export class SmtpEmailProvider implements EmailProvider {
       return { ok: true, provider: this.name, providerMessageId: providerMessageIdOf(info) };
     } catch (err) {
       const { error, detail } = classify(err, this.timeoutMs);
-      return this.#failure(error, `SMTP server ${this.#server}: ${detail}`);
+      const recipients = [...message.to, ...message.cc, ...message.bcc].map((r) => r.email);
+      return this.#failure(error, `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`);
     }
   }
 

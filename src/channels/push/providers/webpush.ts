@@ -7,7 +7,7 @@ import {
   type Resolve,
 } from "../../../runtime/outbound/outbound-fetch.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
-import { cleanMessage, failedOutcome } from "../../providers/redact.js";
+import { cleanMessage, failedOutcome, redactRecipients } from "../../providers/redact.js";
 import { hostAllowed } from "../request.js";
 import type { PushMessage, PushProvider, PushSubscription } from "./provider.js";
 
@@ -159,7 +159,8 @@ export class WebPushProvider implements PushProvider {
     return this.#failure(
       classifyErrorResponse(response),
       secrets,
-      `push service ${host} answered HTTP ${response.status}${text ? `: ${text}` : ""}`,
+      // A service may echo the subscription (its endpoint is the recipient, its keys its secrets).
+      `push service ${host} answered HTTP ${response.status}${text ? `: ${redactRecipients(text, recipientOf(message))}` : ""}`,
     );
   }
 
@@ -242,4 +243,10 @@ function classifyErrorResponse(response: Response): DeliveryError {
   // 413 is permanent like 400, 401 and 403 (a bad VAPID token or request): resending cannot help.
   const code = status === 429 ? "rate_limited" : status === 413 ? "payload_too_large" : `http_${status}`;
   return httpStatusError(response, code, message);
+}
+
+/** What identifies the recipient of a push: the subscription's endpoint and keys. */
+function recipientOf(message: PushMessage): string[] {
+  const { endpoint, keys } = message.subscription;
+  return [endpoint, new URL(endpoint).pathname, keys.p256dh, keys.auth].filter((part) => part.length > 8);
 }

@@ -1,6 +1,6 @@
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
-import { failedOutcome } from "../../providers/redact.js";
+import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
@@ -82,14 +82,14 @@ export class TwilioSmsProvider implements SmsProvider {
           code: "bad_response",
           message: `Twilio answered HTTP ${response.status} without a message sid`,
         },
-        `Twilio answered HTTP ${response.status}: ${text}`,
+        `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
       );
     }
-    // Twilio's message quotes the request (the "To" number among others): the log has it, the
-    // event has Twilio's error code.
+    // Twilio's message quotes the request (the "To" number among others): the event has Twilio's
+    // error code, the log its text without the number.
     return this.#failure(
       classifyErrorResponse(response, text),
-      `Twilio answered HTTP ${response.status}: ${text}`,
+      `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
     );
   }
 
