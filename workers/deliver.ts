@@ -112,6 +112,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   const { attempts } = state;
   const outcome = await sendSafely(prepared, attempts);
   if (!outcome.ok) deps.metrics?.providerError(state.message.channel, outcome.provider, outcome.error.class);
+  logOutcome(logger, messageId, attempts, outcome);
   state = await recordHeld(deps, state, {
     type: "record_outcome",
     attempt: attempts,
@@ -187,7 +188,35 @@ async function append(deps: DeliverDeps, state: MessageState, events: MessageEve
   return next;
 }
 
-/** A provider must not throw; if one does anyway, that is a transient failure, not a crash. */
+/**
+ * What the provider said goes to the log, never to an event (tenants read those): a failure at
+ * info (warn when permanent: a configuration to fix), with its class and code and the provider's
+ * own words (its reply, which address failed), already cleaned of secrets by the provider; a
+ * success's detail (the push service's Location) at debug.
+ */
+function logOutcome(logger: Logger, messageId: string, attempt: number, outcome: DeliveryOutcome): void {
+  if (outcome.ok) {
+    if (outcome.detail)
+      logger.debug({ messageId, attempt, provider: outcome.provider, detail: outcome.detail }, "delivered");
+    return;
+  }
+  const { error } = outcome;
+  const fields = {
+    messageId,
+    attempt,
+    provider: outcome.provider,
+    class: error.class,
+    code: error.code,
+    detail: outcome.detail,
+  };
+  if (error.class === "permanent") logger.warn(fields, "delivery attempt failed");
+  else logger.info(fields, "delivery attempt failed");
+}
+
+/**
+ * A provider must not throw; if one does anyway, that is a transient failure, not a crash. The
+ * exception's text is the detail, for the log.
+ */
 async function sendSafely(
   prepared: Extract<Prepared, { ready: true }>,
   attempt: number,
@@ -195,11 +224,11 @@ async function sendSafely(
   try {
     return await prepared.send(attempt);
   } catch (error) {
-    const text = error instanceof Error ? error.message : String(error);
     return {
       ok: false,
       provider: prepared.provider,
-      error: { class: "transient", code: "provider_exception", message: text },
+      error: { class: "transient", code: "provider_exception", message: "The provider failed unexpectedly" },
+      detail: error instanceof Error ? error.message : String(error),
     };
   }
 }

@@ -16,6 +16,11 @@ export interface DeliveryError {
   retryAfterMs?: number;
 }
 
+/**
+ * `error.message` is ours: fixed text that quotes nothing the provider answered (tenants read it
+ * in the message's history). What the provider said, if anything (its reply text, a header, which
+ * address failed), is `detail`, for the worker's log only; no event ever records it.
+ */
 export type DeliveryOutcome =
-  | { ok: true; provider: string; providerMessageId: string }
-  | { ok: false; provider: string; error: DeliveryError };
+  | { ok: true; provider: string; providerMessageId: string; detail?: string }
+  | { ok: false; provider: string; error: DeliveryError; detail?: string };

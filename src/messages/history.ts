@@ -22,7 +22,10 @@ const providerErrorSchema = z
         "transient: worth retrying; rejected: the provider refused the recipient for good; permanent: the request cannot succeed",
     }),
     code: z.string().meta({ description: "The provider's own error code, or a short slug" }),
-    message: z.string(),
+    message: z.string().meta({
+      description:
+        "The service's own words for what happened; never the provider's answer, its address or the recipient",
+    }),
   })
   .meta({ id: "ProviderError", description: "What the provider answered to one attempt" });
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseNetworks } from "./outbound/address-policy.js";
 
 export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 export const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -100,6 +101,22 @@ export const configSchema = z.object({
       )
       .optional(),
   ),
+  /**
+   * Networks (CIDRs, comma-separated) that outbound requests to addresses tenants choose (push
+   * endpoints) may reach besides public addresses; empty: none, so no loopback, private,
+   * link-local, CGNAT or metadata address is ever connected to.
+   */
+  OUTBOUND_ALLOWED_NETWORKS: z
+    .string()
+    .default("")
+    .transform((list, ctx) => {
+      try {
+        return parseNetworks(list);
+      } catch (err) {
+        ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
+        return z.NEVER;
+      }
+    }),
   MAX_DELIVERY_ATTEMPTS: int(1, 50).default(5),
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
@@ -201,9 +218,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     SMS_PROVIDER: smsProvider ?? "simulator",
     EMAIL_PROVIDER: emailProvider ?? "simulator",
     PUSH_PROVIDER: pushProvider ?? "simulator",
+    // webpush sends, so it keeps to the browsers' push services unless told otherwise, in every
+    // environment; the simulator sends nothing (outside production, any host).
     PUSH_ENDPOINT_HOSTS: c.PUSH_ENDPOINT_HOSTS
       ? c.PUSH_ENDPOINT_HOSTS.split(",").map((host) => host.trim().toLowerCase())
-      : production
+      : production || pushProvider === "webpush"
         ? BROWSER_PUSH_SERVICES
         : null,
     SMTP_TLS_REJECT_UNAUTHORIZED:

@@ -43,6 +43,10 @@ beforeAll(async () => {
     SMTP_HOST: "127.0.0.1",
     SMTP_PORT: String(smtpPort),
     PUSH_PROVIDER: "webpush",
+    // The local push service is on loopback: named, and its network opened, as an operator would.
+    // 169.254.169.254 is named too, as an operator might by mistake: its address is still refused.
+    PUSH_ENDPOINT_HOSTS: `${new URL(push.url).host},169.254.169.254`,
+    OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1",
     VAPID_PUBLIC_KEY: vapid.publicKey,
     VAPID_PRIVATE_KEY: vapid.privateKey,
     VAPID_SUBJECT: "mailto:ops@e2e.test",
@@ -195,5 +199,27 @@ describe("e-mail and push through the Procfile's processes", () => {
     push.respondWith(subscription.endpoint, { status: 410 });
     const id = await accepted("push", { payload: { to: subscription, title: "t", body: "b" } });
     expect(await final(id)).toMatchObject({ status: "rejected", retry_count: 0 });
+  });
+
+  it("a push to the metadata address is refused by the worker, and its history says only why", async () => {
+    const subscription = push.createSubscription();
+    const endpoint = "https://169.254.169.254/latest/meta-data/iam/security-credentials/";
+    const id = await accepted("push", {
+      payload: { to: { ...subscription, endpoint }, title: "t", body: "b" },
+    });
+    expect(await final(id)).toMatchObject({ status: "rejected", retry_count: 0 });
+    const { events } = (await (await call("GET", `/api/v1/messages/${id}/events`)).json()) as {
+      events: Array<{ type: string; error?: unknown }>;
+    };
+    expect(events.at(-1)).toEqual(
+      expect.objectContaining({
+        type: "rejected",
+        error: {
+          class: "rejected",
+          code: "address_not_allowed",
+          message: "Not sent: the address of the push service is not allowed",
+        },
+      }),
+    );
   });
 });

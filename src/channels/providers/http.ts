@@ -1,4 +1,5 @@
 import type { DeliveryError } from "../../domain/delivery-outcome.js";
+import { isOutboundAddressError } from "../../runtime/outbound/outbound-fetch.js";
 
 /** What the providers that speak HTTP through `fetch` (Twilio, Web Push) share. */
 
@@ -15,14 +16,35 @@ export function parseRetryAfter(header: string | null, now: number = Date.now())
 }
 
 /**
- * A `fetch` that threw: its time-out (the AbortSignal's) or a network failure, both transient.
- * `who` names the other side, e.g. "Twilio" or "push service fcm.googleapis.com".
+ * A `fetch` that threw: its time-out (the AbortSignal's), a connection the outbound guard refused
+ * (the address is not public: `rejected`, as it will never be), or a network failure, the first
+ * and last transient. `who` names the other side in words of ours ("Twilio", "the push service"):
+ * the message quotes no host, address or port (it must not tell an open port from a closed one);
+ * the `detail`, for the log, has what the network said.
  */
-export function classifyFetchError(err: unknown, who: string, timeoutMs: number): DeliveryError {
+export function classifyFetchError(
+  err: unknown,
+  who: string,
+  timeoutMs: number,
+): { error: DeliveryError; detail: string } {
+  const detail = describe(err);
   if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
-    return { class: "transient", code: "timeout", message: `No answer from ${who} within ${timeoutMs} ms` };
+    return {
+      error: { class: "transient", code: "timeout", message: `No answer from ${who} within ${timeoutMs} ms` },
+      detail,
+    };
   }
-  return { class: "transient", code: "network_error", message: `Could not reach ${who}: ${describe(err)}` };
+  if (isOutboundAddressError(err)) {
+    return {
+      error: {
+        class: "rejected",
+        code: "address_not_allowed",
+        message: `Not sent: the address of ${who} is not allowed`,
+      },
+      detail,
+    };
+  }
+  return { error: { class: "transient", code: "network_error", message: `Could not reach ${who}` }, detail };
 }
 
 /** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */
@@ -31,7 +53,7 @@ function describe(err: unknown): string {
   const cause: unknown = err.cause;
   if (cause instanceof Error) {
     const code = "code" in cause && typeof cause.code === "string" ? cause.code : undefined;
-    return cause.message || code || err.message;
+    return [code, cause.message].filter(Boolean).join(": ") || err.message;
   }
   return err.message;
 }

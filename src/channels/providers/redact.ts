@@ -10,6 +10,20 @@ export function redact(text: string, secrets: readonly string[]): string {
   return redacted;
 }
 
+/**
+ * `text` with every (non-empty) recipient replaced by "[recipient]", whatever its case: servers
+ * quote the address they refuse ("550 5.1.1 <Ada@Example.com>: Recipient address rejected"), and
+ * the logs never hold a recipient either.
+ */
+export function redactRecipients(text: string, recipients: readonly string[]): string {
+  const escaped = recipients
+    .filter((r) => r !== "")
+    .sort((a, b) => b.length - a.length)
+    .map((r) => r.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  if (escaped.length === 0) return text;
+  return text.replace(new RegExp(escaped.join("|"), "gi"), "[recipient]");
+}
+
 /** `text` cut to `max` characters, the last one an ellipsis when anything was cut. */
 export function truncate(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
@@ -23,11 +37,31 @@ export function cleanMessage(message: string, secrets: readonly string[]): strin
   return truncate(redact(message, secrets), MAX_ERROR_MESSAGE_LENGTH);
 }
 
-/** A provider's failed outcome, its message cleaned of `secrets`. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
+const CONTROL_AND_SPACE = /[\u0000-\u001f\u007f\s]+/g;
+
+/** The longest provider detail the worker logs. */
+export const MAX_DETAIL_LENGTH = 1000;
+
+/**
+ * A provider's failed outcome, its message and its detail (for the log only) cleaned of `secrets`.
+ */
 export function failedOutcome(
   provider: string,
   error: DeliveryError,
   secrets: readonly string[],
+  detail?: string,
 ): DeliveryOutcome {
-  return { ok: false, provider, error: { ...error, message: cleanMessage(error.message, secrets) } };
+  return {
+    ok: false,
+    provider,
+    error: { ...error, message: cleanMessage(error.message, secrets) },
+    ...(detail ? { detail: cleanDetail(detail, secrets) } : {}),
+  };
+}
+
+/** A provider's own words for the log: secrets redacted, control characters flattened, cut. */
+export function cleanDetail(detail: string, secrets: readonly string[]): string {
+  const flat = redact(detail, secrets).replace(CONTROL_AND_SPACE, " ").trim();
+  return truncate(flat, MAX_DETAIL_LENGTH);
 }

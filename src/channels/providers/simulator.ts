@@ -32,8 +32,6 @@ export interface SimulatorTable<M extends ProviderMessage> {
   cases: Readonly<Record<string, SimulatedCase>>;
   /** The message's recipients as the table's keys spell them; the first special one decides. */
   recipients(message: M): readonly string[];
-  /** Failure messages name the recipient (useful when a message has several). */
-  namesRecipient?: boolean;
   /** The provider's id for a success, around 32 hex characters stable for the message and attempt. */
   successId(digest: string): string;
 }
@@ -60,14 +58,14 @@ export class TableSimulator<M extends ProviderMessage> implements Provider<M> {
       const special = this.#cases.get(recipient);
       if (!special) continue;
       if (attempt > special.failingAttempts) break;
-      const about = this.#table.namesRecipient ? `${recipient}: ${special.description}` : special.description;
       return {
         ok: false,
         provider: this.name,
         error: {
           class: special.class,
           code: special.code,
-          message: `Simulator: ${about} (attempt ${attempt})`,
+          // Never the recipient: tenants read the message in the history, which never holds it.
+          message: `Simulator: ${special.description} (attempt ${attempt})`,
           ...(special.rateLimited ? { retryAfterMs: this.#rateLimitRetryAfterMs } : {}),
         },
       };

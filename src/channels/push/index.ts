@@ -15,7 +15,8 @@ export const push: Channel<"push", typeof pushPayload, PushMessage> = {
       "service worker receives the JSON `{ title, body, data?, message_id }`; a retry carries the " +
       "same `message_id` (and the same Web Push `Topic`), so a duplicate can be recognised. A push " +
       "service answering 404 or 410 (the subscription is gone) makes the message `rejected`. The " +
-      "endpoint's host must be one of `PUSH_ENDPOINT_HOSTS` (in production by default: the browsers' push services).",
+      "endpoint's host must be one of `PUSH_ENDPOINT_HOSTS` (by default the browsers' push services), " +
+      "and its address public unless the operator allows its network (`OUTBOUND_ALLOWED_NETWORKS`).",
   },
   payload: pushPayload,
   refuse: refusePush,

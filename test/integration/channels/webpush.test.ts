@@ -42,11 +42,21 @@ function message(subscription: PushSubscription, overrides: Partial<PushMessage>
   };
 }
 
-function failure(cls: string, code: string, message: unknown = expect.any(String), retryAfterMs?: number) {
+/**
+ * A failed outcome: `message` is the one tenants read; `detail` (what the push service said, for
+ * the worker's log) is there unless `null`.
+ */
+function failure(
+  cls: string,
+  code: string,
+  message: unknown = expect.any(String),
+  { retryAfterMs, detail = expect.any(String) }: { retryAfterMs?: number; detail?: unknown } = {},
+) {
   return {
     ok: false,
     provider: "webpush",
     error: { class: cls, code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) },
+    ...(detail === null ? {} : { detail }),
   };
 }
 
@@ -64,12 +74,15 @@ describe("WebPushProvider against a local push service", () => {
     expect(unexpected).toEqual([]);
   });
 
+  /** The local push service is on loopback: its host is allowed, and so is 127.0.0.1. */
   function provider(overrides: Partial<WebPushProviderOptions> = {}) {
     return new WebPushProvider({
       vapidPublicKey: VAPID.publicKey,
       vapidPrivateKey: VAPID.privateKey,
       vapidSubject: SUBJECT,
       timeoutMs: 5000,
+      allowedHosts: [new URL(service.url).host],
+      allowedNetworks: ["127.0.0.1"],
       ...overrides,
     });
   }
@@ -116,10 +129,12 @@ describe("WebPushProvider against a local push service", () => {
         topic: m.messageId.replaceAll("-", ""),
       },
     });
+    // The id is ours; the Location (a URL of the push service's choosing) is only logged.
     expect(outcome).toStrictEqual({
       ok: true,
       provider: "webpush",
-      providerMessageId: push?.verified ? push.location : "missing",
+      providerMessageId: `webpush:${m.messageId}:1`,
+      detail: `push service ${new URL(service.url).host} accepted it as ${push?.verified ? push.location : "missing"}`,
     });
   });
 
@@ -150,11 +165,9 @@ describe("WebPushProvider against a local push service", () => {
     });
     const outcome = await send(message(subscription));
     expect(outcome).toStrictEqual(
-      failure(
-        "rejected",
-        "subscription_gone",
-        `Push service ${new URL(service.url).host} answered HTTP ${status}: push subscription has unsubscribed or expired.`,
-      ),
+      failure("rejected", "subscription_gone", `The push service answered HTTP ${status}`, {
+        detail: `push service ${new URL(service.url).host} answered HTTP ${status}: push subscription has unsubscribed or expired.`,
+      }),
     );
     expect(pushesTo(subscription)).toMatchObject([{ verified: true, status }]);
   });
@@ -170,7 +183,7 @@ describe("WebPushProvider against a local push service", () => {
     const subscription = service.createSubscription();
     service.respondWith(subscription.endpoint, { status: 429, headers: { "Retry-After": "7" } });
     expect(await send(message(subscription))).toStrictEqual(
-      failure("transient", "rate_limited", expect.stringContaining("HTTP 429"), 7000),
+      failure("transient", "rate_limited", "The push service answered HTTP 429", { retryAfterMs: 7000 }),
     );
   });
 
@@ -198,8 +211,11 @@ describe("WebPushProvider against a local push service", () => {
       status,
       body: "<html><body>upstream\n\n  trouble</body></html>",
     });
-    expect(await send(message(subscription))).toStrictEqual(
-      failure("transient", `http_${status}`, expect.stringContaining("<html><body>upstream trouble")),
+    const outcome = await send(message(subscription));
+    expect(outcome).toStrictEqual(
+      failure("transient", `http_${status}`, `The push service answered HTTP ${status}`, {
+        detail: expect.stringContaining("<html><body>upstream trouble"),
+      }),
     );
   });
 
@@ -216,7 +232,8 @@ describe("WebPushProvider against a local push service", () => {
       {
         ok: true,
         provider: "webpush",
-        providerMessageId: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/message\//),
+        providerMessageId: "webpush:4c1f8a3e-6a0b-4d2e-9b7a-1e2f3a4b5c6d:3",
+        detail: expect.stringMatching(/accepted it as http:\/\/127\.0\.0\.1:\d+\/message\//),
       },
     ]);
   });
@@ -240,24 +257,43 @@ describe("WebPushProvider against a local push service", () => {
     const subscription = service.createSubscription();
     service.respondWith(subscription.endpoint, { status, body: '{"reason":"BadJwtToken"}' });
     expect(await send(message(subscription))).toStrictEqual(
-      failure("permanent", `http_${status}`, expect.stringContaining('{"reason":"BadJwtToken"}')),
+      failure("permanent", `http_${status}`, `The push service answered HTTP ${status}`, {
+        detail: expect.stringContaining('{"reason":"BadJwtToken"}'),
+      }),
     );
   });
 
-  it("a long error body is cut to a short excerpt", async () => {
+  it("a long error body is cut to a short excerpt in the log's detail, and never in the message", async () => {
     const subscription = service.createSubscription();
     service.respondWith(subscription.endpoint, { status: 400, body: "y".repeat(10_000) });
     const outcome = await send(message(subscription));
     if (outcome.ok) throw new Error("expected a failure");
-    expect(outcome.error.message.length).toBeLessThanOrEqual(300);
+    expect(outcome.error.message).toBe("The push service answered HTTP 400");
+    expect(outcome.detail?.length).toBeLessThanOrEqual(1000);
+    expect(outcome.detail).toContain("yyyy");
   });
 
   it("a body that echoes the private key is redacted", async () => {
     const subscription = service.createSubscription();
     service.respondWith(subscription.endpoint, { status: 400, body: `unexpected key ${VAPID.privateKey}` });
     expect(await send(message(subscription))).toStrictEqual(
-      failure("permanent", "http_400", expect.stringContaining("unexpected key [redacted]")),
+      failure("permanent", "http_400", "The push service answered HTTP 400", {
+        detail: expect.stringContaining("unexpected key [redacted]"),
+      }),
     );
+  });
+
+  it("a body that echoes the subscription keeps it out of the log's detail", async () => {
+    const subscription = service.createSubscription();
+    service.respondWith(subscription.endpoint, {
+      status: 400,
+      body: `bad subscription ${subscription.endpoint} auth=${subscription.keys.auth}`,
+    });
+    const outcome = await send(message(subscription));
+    expect(outcome).toMatchObject({
+      detail: expect.stringContaining("bad subscription [recipient] auth=[recipient]"),
+    });
+    expect(JSON.stringify(outcome)).not.toContain(new URL(subscription.endpoint).pathname);
   });
 
   it("a response that echoes the Authorization header or its token is redacted", async () => {
@@ -273,7 +309,9 @@ describe("WebPushProvider against a local push service", () => {
     const outcome = await echoing.send(message(subscription));
     expect(sentAuthorization).toMatch(/^vapid t=.+, k=/);
     expect(outcome).toStrictEqual(
-      failure("permanent", "http_403", expect.stringContaining("[redacted] / [redacted]")),
+      failure("permanent", "http_403", "The push service answered HTTP 403", {
+        detail: expect.stringContaining("[redacted] / [redacted]"),
+      }),
     );
     expect(JSON.stringify(outcome)).not.toContain(sentAuthorization.slice("vapid t=".length, 60));
   });
@@ -285,22 +323,23 @@ describe("WebPushProvider against a local push service", () => {
     const outcome = await send(message(subscription), provider({ timeoutMs: 300 }));
     const elapsed = performance.now() - started;
     expect(outcome).toStrictEqual(
-      failure(
-        "transient",
-        "timeout",
-        `No answer from push service ${new URL(service.url).host} within 300 ms`,
-      ),
+      failure("transient", "timeout", "No answer from the push service within 300 ms"),
     );
     expect(elapsed).toBeGreaterThanOrEqual(250);
     expect(elapsed).toBeLessThan(2000);
     expect(pushesTo(subscription)).toMatchObject([{ verified: true, status: undefined }]);
   });
 
-  it("a refused connection is a transient network error", async () => {
+  it("a refused connection is a transient network error whose message names no address or port", async () => {
     const subscription = service.createSubscription();
-    const endpoint = `http://127.0.0.1:${await closedPort()}/push/abc`;
-    expect(await send(message({ ...subscription, endpoint }))).toStrictEqual(
-      failure("transient", "network_error", expect.stringContaining("ECONNREFUSED")),
+    const port = await closedPort();
+    const endpoint = `http://127.0.0.1:${port}/push/abc`;
+    expect(
+      await send(message({ ...subscription, endpoint }), provider({ allowedHosts: null })),
+    ).toStrictEqual(
+      failure("transient", "network_error", "Could not reach the push service", {
+        detail: expect.stringMatching(new RegExp(`ECONNREFUSED.*127\\.0\\.0\\.1:${port}`)),
+      }),
     );
   });
 
@@ -312,7 +351,9 @@ describe("WebPushProvider against a local push service", () => {
       },
     });
     expect(await send(message(subscription), p)).toStrictEqual(
-      failure("transient", "network_error", expect.stringContaining("not even an Error")),
+      failure("transient", "network_error", "Could not reach the push service", {
+        detail: expect.stringContaining("not even an Error"),
+      }),
     );
   });
 
@@ -322,7 +363,9 @@ describe("WebPushProvider against a local push service", () => {
       status: 307,
       headers: { Location: "http://127.0.0.1:1/elsewhere" },
     });
-    expect(await send(message(subscription))).toStrictEqual(failure("permanent", "http_307"));
+    expect(await send(message(subscription))).toStrictEqual(
+      failure("permanent", "http_307", "The push service answered HTTP 307"),
+    );
     expect(pushesTo(subscription)).toHaveLength(1);
   });
 
@@ -332,21 +375,23 @@ describe("WebPushProvider against a local push service", () => {
   ])("a subscription with %s is rejected without a request", async (_case, keys) => {
     const subscription = service.createSubscription();
     const broken = { ...subscription, keys: { ...subscription.keys, ...keys } };
-    expect(await send(message(broken))).toStrictEqual(failure("rejected", "invalid_subscription"));
+    expect(await send(message(broken))).toStrictEqual(
+      failure("rejected", "invalid_subscription", expect.any(String), { detail: null }),
+    );
     expect(pushesTo(subscription)).toEqual([]);
   });
 
   it("a subscription endpoint that is not http(s) is rejected without a request", async () => {
     const subscription = service.createSubscription();
     expect(await send(message({ ...subscription, endpoint: "ftp://push.example/abc" }))).toStrictEqual(
-      failure("rejected", "invalid_subscription"),
+      failure("rejected", "invalid_subscription", expect.any(String), { detail: null }),
     );
   });
 
   it("a negative TTL cannot be sent and is permanent", async () => {
     const subscription = service.createSubscription();
     expect(await send(message(subscription, { ttlSeconds: -1 }))).toStrictEqual(
-      failure("permanent", "invalid_request"),
+      failure("permanent", "invalid_request", "Could not build the push request"),
     );
     expect(pushesTo(subscription)).toEqual([]);
   });
@@ -359,6 +404,7 @@ describe("WebPushProvider's VAPID configuration", () => {
     vapidPrivateKey: VAPID.privateKey,
     vapidSubject: SUBJECT,
     timeoutMs: 1000,
+    allowedHosts: null,
   };
 
   it.each([

@@ -239,4 +239,45 @@ describe("e-mail delivery through the worker to a real (local) SMTP server", () 
     const last = (await eventsOf(h.db, id)).at(-1);
     expect(dataOf(last)).toMatchObject({ reason: "permanent_error", error: { code: "smtp_554" } });
   });
+
+  it("a server that quotes the recipient in its 451 and 554 (as Postfix does) puts it in no event", async () => {
+    // Postfix: "451 4.7.1 <ada@example.com>: Recipient address rejected: Greylisted", then a 554.
+    let greylisted = 1;
+    smtp.scenario = {
+      rcpt: (address) =>
+        greylisted-- > 0
+          ? smtpError(451, `4.7.1 <${address}>: Recipient address rejected: Greylisted`)
+          : smtpError(554, `5.7.1 <${address}>: Relay access denied`),
+    };
+    const id = await send({ template_name: "welcome", message });
+    expect(await finalRecord(id)).toMatchObject({ status: "failed", retry_count: 1 });
+
+    const response = await h.app.request(`/api/v1/messages/${id}/events`, {
+      headers: { "x-api-key": apiKey },
+    });
+    expect(response.status).toBe(200);
+    const history = await response.text();
+    const errors = (JSON.parse(history) as { events: { error?: unknown }[] }).events.flatMap((e) =>
+      e.error ? [e.error] : [],
+    );
+    expect(errors).toEqual([
+      { class: "transient", code: "smtp_451", message: "The SMTP server answered RCPT TO with 451" },
+      { class: "permanent", code: "smtp_554", message: "The SMTP server answered RCPT TO with 554" },
+    ]);
+    for (const leak of [
+      "ada@example.com",
+      "audit@acme.test",
+      "archive@acme.test",
+      "Greylisted",
+      "Relay",
+      "127.0.0.1",
+      String(smtp.port),
+    ]) {
+      expect(history).not.toContain(leak);
+    }
+    // Nor in the errors of the stored events, which the history is read from.
+    const stored = (await eventsOf(h.db, id)).map((e) => dataOf(e).error).filter(Boolean);
+    expect(stored).toHaveLength(2);
+    expect(JSON.stringify(stored)).not.toContain("example.com");
+  });
 });

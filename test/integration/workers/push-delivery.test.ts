@@ -14,11 +14,14 @@ beforeAll(async () => {
   apiKey = (await onboard(h)).apiKey;
   h.startWorker({
     providers: {
+      // The local push service is on loopback, which only OUTBOUND_ALLOWED_NETWORKS opens.
       push: new WebPushProvider({
         vapidPublicKey: vapid.publicKey,
         vapidPrivateKey: vapid.privateKey,
         vapidSubject: "mailto:ops@acme.test",
         timeoutMs: 2000,
+        allowedHosts: null,
+        allowedNetworks: ["127.0.0.1"],
       }),
     },
   });
@@ -47,6 +50,12 @@ async function finalRecord(id: string) {
     10_000,
     `push ${id} to finish`,
   );
+}
+
+async function history(id: string): Promise<unknown> {
+  const response = await h.app.request(`/api/v1/messages/${id}/events`, { headers: { "x-api-key": apiKey } });
+  expect(response.status).toBe(200);
+  return response.json();
 }
 
 const pushesTo = (endpoint: string) =>
@@ -122,6 +131,43 @@ describe("push delivery through the worker to a real (local) push service", () =
     const id = await send({ to: subscription, title: "t", body: "b" });
     expect(await finalRecord(id)).toMatchObject({ status: "failed", retry_count: 0 });
     expect(pushesTo(subscription.endpoint)).toHaveLength(1);
+  });
+
+  it("an endpoint at an internal address is never requested; its history shows a class and a code", async () => {
+    const subscription = service.createSubscription();
+    const endpoint = "http://169.254.169.254/latest/meta-data/iam/security-credentials/";
+    const id = await send({ to: { ...subscription, endpoint }, title: "t", body: "b" });
+    expect(await finalRecord(id)).toMatchObject({ status: "rejected", retry_count: 0 });
+    const { events } = (await history(id)) as { events: Array<{ type: string; error?: unknown }> };
+    expect(events.at(-1)).toMatchObject({
+      type: "rejected",
+      error: {
+        class: "rejected",
+        code: "address_not_allowed",
+        message: "Not sent: the address of the push service is not allowed",
+      },
+    });
+  });
+
+  it("no answer's body or header of the push service reaches the history", async () => {
+    const subscription = service.createSubscription();
+    service.respondWith(subscription.endpoint, {
+      sequence: [{ status: 500, body: "ami-id: i-0123 AccessKeyId: ASIAEXAMPLE" }],
+    });
+    const id = await send({ to: subscription, title: "t", body: "b" });
+    expect(await finalRecord(id)).toMatchObject({ status: "success", retry_count: 1 });
+    const text = JSON.stringify(await history(id));
+    const [, accepted] = pushesTo(subscription.endpoint) as VerifiedPush[];
+    expect(text).toContain('"message":"The push service answered HTTP 500"');
+    expect(text).toContain(`"provider_message_id":"webpush:${id}:2"`);
+    for (const leak of [
+      "ASIAEXAMPLE",
+      "ami-id",
+      accepted?.location ?? "missing",
+      new URL(service.url).host,
+    ]) {
+      expect(text).not.toContain(leak);
+    }
   });
 
   it("nothing the service received failed verification or decryption", () => {

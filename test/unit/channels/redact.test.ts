@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import {
+  cleanDetail,
   cleanMessage,
   failedOutcome,
+  MAX_DETAIL_LENGTH,
   MAX_ERROR_MESSAGE_LENGTH,
   redact,
+  redactRecipients,
   truncate,
 } from "../../../src/channels/providers/redact.js";
 
@@ -50,5 +53,37 @@ describe("cleanMessage and failedOutcome", () => {
       provider: "twilio",
       error: { class: "transient", code: "timeout", message: "token [redacted] timed out", retryAfterMs: 5 },
     });
+  });
+});
+
+describe("a provider's detail, for the log", () => {
+  it("has every recipient replaced whatever its case, regular-expression characters included", () => {
+    expect(
+      redactRecipients("550 5.1.1 <Ada.L+news@Example.com>: rejected; also bob@example.com", [
+        "ada.l+news@example.com",
+        "bob@example.com",
+        "",
+      ]),
+    ).toBe("550 5.1.1 <[recipient]>: rejected; also [recipient]");
+    expect(redactRecipients("The 'To' number +14155550100 is invalid", ["+14155550100"])).toBe(
+      "The 'To' number [recipient] is invalid",
+    );
+    expect(redactRecipients("nothing to hide", [])).toBe("nothing to hide");
+  });
+
+  it("is redacted of secrets, flattened to one line and cut", () => {
+    expect(cleanDetail("line one\r\n\tkey s3cret\u0000", ["s3cret"])).toBe("line one key [redacted]");
+    expect(cleanDetail("x".repeat(5000), []).length).toBe(MAX_DETAIL_LENGTH);
+  });
+
+  it("rides beside the error in a failed outcome, and only when there is one", () => {
+    const error = { class: "permanent" as const, code: "http_400", message: "The service answered HTTP 400" };
+    expect(failedOutcome("p", error, ["tok"], "body with tok")).toStrictEqual({
+      ok: false,
+      provider: "p",
+      error,
+      detail: "body with [redacted]",
+    });
+    expect(failedOutcome("p", error, [])).toStrictEqual({ ok: false, provider: "p", error });
   });
 });

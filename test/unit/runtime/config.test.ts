@@ -55,7 +55,13 @@ describe("loadConfig: channels and their providers", () => {
     ).toBe("https://example.com/contact");
   });
 
-  it("allows any push endpoint host outside production, the browsers' push services in production", () => {
+  it("keeps webpush to the browsers' push services in every environment; the simulator sends nowhere", () => {
+    const webpush = { PUSH_PROVIDER: "webpush", VAPID_PUBLIC_KEY: "k", VAPID_PRIVATE_KEY: "p" };
+    for (const NODE_ENV of ["development", "test", "production"]) {
+      expect(loadConfig({ ...production, ...webpush, NODE_ENV }).PUSH_ENDPOINT_HOSTS).toEqual(
+        BROWSER_PUSH_SERVICES,
+      );
+    }
     expect(loadConfig({ NODE_ENV: "development" }).PUSH_ENDPOINT_HOSTS).toBeNull();
     expect(loadConfig(production).PUSH_ENDPOINT_HOSTS).toEqual(BROWSER_PUSH_SERVICES);
     expect(
@@ -66,6 +72,17 @@ describe("loadConfig: channels and their providers", () => {
     ).toEqual(["push.example.com", "*.push.example.net", "127.0.0.1:4000"]);
     expect(problems({ PUSH_ENDPOINT_HOSTS: "https://push.example.com/" })).toMatch(
       /PUSH_ENDPOINT_HOSTS: must be host names/,
+    );
+  });
+
+  it("allows no private network to outbound requests unless OUTBOUND_ALLOWED_NETWORKS lists it", () => {
+    expect(loadConfig({ NODE_ENV: "development" }).OUTBOUND_ALLOWED_NETWORKS).toEqual([]);
+    expect(
+      loadConfig({ NODE_ENV: "development", OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1, 10.0.0.0/8,::1" })
+        .OUTBOUND_ALLOWED_NETWORKS,
+    ).toEqual(["127.0.0.1/32", "10.0.0.0/8", "::1/128"]);
+    expect(problems({ OUTBOUND_ALLOWED_NETWORKS: "10.0.0.0/8,intranet" })).toMatch(
+      /OUTBOUND_ALLOWED_NETWORKS: "intranet" is not an IP network/,
     );
   });
 

@@ -57,7 +57,6 @@ export const SimulatorEmailProvider = tableSimulator<EmailMessage>({
   cases: SIMULATOR_MAILBOXES,
   recipients: (message) =>
     [...message.to, ...message.cc, ...message.bcc].map((recipient) => recipient.email.trim().toLowerCase()),
-  namesRecipient: true,
   successId: (digest) => `SIM${digest}`,
 });
 export type SimulatorEmailProvider = TableSimulator<EmailMessage>;

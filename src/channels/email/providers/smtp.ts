@@ -1,7 +1,7 @@
 import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Transporter } from "nodemailer";
 import nodemailer from "nodemailer";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import { failedOutcome } from "../../providers/redact.js";
+import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
 export interface SmtpEmailProviderOptions {
@@ -39,6 +39,11 @@ export interface SmtpEmailProviderOptions {
  * A message is a success once the server accepts it for at least one recipient: recipients it
  * refused are dropped silently, as a mail server does with addresses it cannot deliver to after
  * accepting a message.
+ *
+ * The error's message is ours and names neither the server (host and port) nor anything it said:
+ * servers quote the recipient's address in their replies ("550 5.1.1 <ada@…>: Recipient address
+ * rejected"), and tenants read the message in the history. The reply goes to the worker's log,
+ * every recipient in it replaced by "[recipient]".
  */
 export class SmtpEmailProvider implements EmailProvider {
   readonly name = "smtp";
@@ -82,7 +87,9 @@ export class SmtpEmailProvider implements EmailProvider {
       const info = await this.#transport.sendMail(mailOptions(message));
       return { ok: true, provider: this.name, providerMessageId: providerMessageIdOf(info) };
     } catch (err) {
-      return this.#failure(classify(err, this.#server, this.timeoutMs));
+      const { error, detail } = classify(err, this.timeoutMs);
+      const recipients = [...message.to, ...message.cc, ...message.bcc].map((r) => r.email);
+      return this.#failure(error, `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`);
     }
   }
 
@@ -91,8 +98,9 @@ export class SmtpEmailProvider implements EmailProvider {
     this.#transport.close();
   }
 
-  #failure(error: DeliveryError): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets);
+  /** A failure, its message and its detail (for the log) cleaned of the password. */
+  #failure(error: DeliveryError, detail: string): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail);
   }
 }
 
@@ -151,55 +159,70 @@ const TIMEOUT_WAITS: Record<string, string> = {
   SOCKET_TIMEOUT: "for a reply",
 };
 
-function classify(err: unknown, server: string, timeoutMs: number): DeliveryError {
+/** The SMTP commands a reply can answer, as nodemailer names them; only these are named in a message. */
+const COMMAND = /^(?:CONN|EHLO|HELO|STARTTLS|AUTH(?: [A-Z0-9-]+)?|MAIL FROM|RCPT TO|DATA|RSET|QUIT|API)$/;
+
+function classify(err: unknown, timeoutMs: number): { error: DeliveryError; detail: string } {
   if (!(err instanceof Error)) {
-    return { class: "transient", code: "smtp_error", message: `SMTP send failed: ${String(err)}` };
+    return {
+      error: { class: "transient", code: "smtp_error", message: "The SMTP send failed" },
+      detail: String(err),
+    };
   }
   const e: NodemailerError = err;
+  const code = typeof e.code === "string" ? e.code : undefined;
+  const detail = [code, e.originalCode, e.command, e.response?.trim() || e.message.trim()]
+    .filter(Boolean)
+    .join(": ");
   if (typeof e.responseCode === "number") {
-    const reply = e.response?.trim() || String(e.responseCode);
     // RFC 5321 §4.2.1: 5yz is a permanent negative reply; 4yz (and an unexpected 2yz or 3yz)
     // says the same message may go through later.
     const permanent = e.responseCode >= 500 && e.responseCode <= 599;
+    const command = e.command && COMMAND.test(e.command) ? e.command : "the session";
     return {
-      class: permanent ? "permanent" : "transient",
-      code: `smtp_${e.responseCode}`,
-      message: `SMTP server ${server} answered ${e.command ?? "the session"} with: ${reply}`,
+      error: {
+        class: permanent ? "permanent" : "transient",
+        code: `smtp_${e.responseCode}`,
+        message: `The SMTP server answered ${command} with ${e.responseCode}`,
+      },
+      detail,
     };
   }
 
-  const code = typeof e.code === "string" ? e.code : undefined;
-  const detail = `${[code, e.originalCode].filter(Boolean).join("/")}: ${e.message.trim()}`;
   if (code === "ETIMEDOUT") {
     const wait = (e.timeoutType && TIMEOUT_WAITS[e.timeoutType]) ?? "";
     return {
-      class: "transient",
-      code: "timeout",
-      message: `SMTP server ${server} did not answer within ${timeoutMs} ms${wait ? ` (waiting ${wait})` : ""}`,
+      error: {
+        class: "transient",
+        code: "timeout",
+        message: `The SMTP server did not answer within ${timeoutMs} ms${wait ? ` (waiting ${wait})` : ""}`,
+      },
+      detail,
     };
   }
   if (code !== undefined && NETWORK_CODES.has(code)) {
     return {
-      class: "transient",
-      code: "network_error",
-      message: `Could not reach SMTP server ${server}: ${detail}`,
+      error: { class: "transient", code: "network_error", message: "Could not reach the SMTP server" },
+      detail,
     };
   }
   if (code === "ETLS" || code === "EREQUIRETLS") {
     return {
-      class: "transient",
-      code: "tls_error",
-      message: `TLS with SMTP server ${server} failed: ${detail}`,
+      error: { class: "transient", code: "tls_error", message: "TLS with the SMTP server failed" },
+      detail,
     };
   }
   // Refused by nodemailer before the server saw it (no recipients, an unusable address, an
   // oversized message): the same message fails the same way every time.
   if (code === "EENVELOPE" || code === "EMESSAGE") {
-    return { class: "permanent", code: "invalid_message", message: `SMTP message not sendable: ${detail}` };
+    return {
+      error: { class: "permanent", code: "invalid_message", message: "The message cannot be sent over SMTP" },
+      detail,
+    };
   }
   // Missing credentials and anything unrecognised: a configuration fix or a new connection may
   // well cure it, so it is retried rather than failed for good.
-  return { class: "transient", code: "smtp_error", message: `SMTP send to ${server} failed: ${detail}` };
+  return { error: { class: "transient", code: "smtp_error", message: "The SMTP send failed" }, detail };
 }
 
 /** The password, and how AUTH PLAIN and AUTH LOGIN put it on the wire. */

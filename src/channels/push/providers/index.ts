@@ -20,6 +20,8 @@ export const createPushProvider = providerFactory<Config, "PUSH_PROVIDER", PushM
         vapidPrivateKey,
         vapidSubject: config.VAPID_SUBJECT,
         timeoutMs: config.PUSH_TIMEOUT_MS,
+        allowedHosts: config.PUSH_ENDPOINT_HOSTS,
+        allowedNetworks: config.OUTBOUND_ALLOWED_NETWORKS,
       });
     },
   },

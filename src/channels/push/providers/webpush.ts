@@ -1,8 +1,14 @@
 import { createECDH, ECDH } from "node:crypto";
 import webpush, { type RequestDetails } from "web-push";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import {
+  createOutboundAgent,
+  outboundFetch,
+  type Resolve,
+} from "../../../runtime/outbound/outbound-fetch.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
-import { cleanMessage, failedOutcome, redact, truncate } from "../../providers/redact.js";
+import { cleanMessage, failedOutcome, redactRecipients } from "../../providers/redact.js";
+import { hostAllowed } from "../request.js";
 import type { PushMessage, PushProvider, PushSubscription } from "./provider.js";
 
 export interface WebPushProviderOptions {
@@ -14,11 +20,24 @@ export interface WebPushProviderOptions {
   vapidSubject: string;
   /** Covers the whole exchange, response body included. */
   timeoutMs: number;
-  /** Injected for tests; defaults to the global `fetch`. */
+  /**
+   * The hosts an endpoint may point at (`PUSH_ENDPOINT_HOSTS`; null: any), checked again at send
+   * time: the API checked them when the message was accepted, under the settings of then.
+   */
+  allowedHosts: readonly string[] | null;
+  /** Networks besides public addresses a push service may be at (`OUTBOUND_ALLOWED_NETWORKS`). */
+  allowedNetworks?: readonly string[];
+  /** How endpoint host names resolve; injected in tests, defaults to the system resolver. */
+  resolve?: Resolve;
+  /**
+   * Injected for tests only: it replaces the guarded fetch, and with it the address checks made
+   * at connect time. Defaults to `fetch` through the outbound guard.
+   */
   fetch?: typeof fetch;
 }
 
-const MAX_BODY_EXCERPT = 200;
+/** Our words for the other side in the messages tenants read (never its host or address). */
+const WHO = "the push service";
 
 /**
  * Sends Web Push messages (RFC 8030) with VAPID (RFC 8292) and aes128gcm payload encryption
@@ -30,7 +49,9 @@ export class WebPushProvider implements PushProvider {
   readonly name = "webpush";
   readonly #vapid: { subject: string; publicKey: string; privateKey: string };
   readonly timeoutMs: number;
+  readonly #allowedHosts: readonly string[] | null;
   readonly #fetch: typeof fetch;
+  readonly #close: () => Promise<void>;
 
   /** Throws if the VAPID keys or subject are unusable, so a bad key stops start-up, not every send. */
   constructor(options: WebPushProviderOptions) {
@@ -41,12 +62,39 @@ export class WebPushProvider implements PushProvider {
     };
     validateVapid(this.#vapid);
     this.timeoutMs = options.timeoutMs;
-    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#allowedHosts = options.allowedHosts;
+    if (options.fetch) {
+      this.#fetch = options.fetch;
+      this.#close = async () => {};
+    } else {
+      const agent = createOutboundAgent({
+        allowedNetworks: options.allowedNetworks,
+        resolve: options.resolve,
+      });
+      this.#fetch = outboundFetch(agent);
+      this.#close = () => agent.close();
+    }
+  }
+
+  /** Closes the pooled connections to push services. */
+  async close(): Promise<void> {
+    await this.#close();
   }
 
   async send(message: PushMessage): Promise<DeliveryOutcome> {
     const invalid = subscriptionProblem(message.subscription);
     if (invalid) return this.#failure({ class: "rejected", code: "invalid_subscription", message: invalid });
+    if (!hostAllowed(new URL(message.subscription.endpoint), this.#allowedHosts)) {
+      return this.#failure(
+        {
+          class: "rejected",
+          code: "endpoint_not_allowed",
+          message: "Not sent: the subscription's push service is not one PUSH_ENDPOINT_HOSTS allows",
+        },
+        [],
+        `endpoint host ${new URL(message.subscription.endpoint).host} is not in PUSH_ENDPOINT_HOSTS`,
+      );
+    }
 
     let request: RequestDetails;
     try {
@@ -60,21 +108,22 @@ export class WebPushProvider implements PushProvider {
         vapidDetails: this.#vapid,
       });
     } catch (err) {
-      return this.#failure({
-        class: "permanent",
-        code: "invalid_request",
-        message: `Could not build the push request: ${err instanceof Error ? err.message : String(err)}`,
-      });
+      return this.#failure(
+        { class: "permanent", code: "invalid_request", message: "Could not build the push request" },
+        [],
+        err instanceof Error ? err.message : String(err),
+      );
     }
 
     const host = new URL(request.endpoint).host;
-    // "vapid t=<token>, k=<public key>": neither the header nor the token may reach a message.
+    // "vapid t=<token>, k=<public key>": neither the header nor the token may reach a message or a log.
     const authorization = request.headers.Authorization ?? "";
     const secrets = [authorization, /\bt=([^,\s]+)/.exec(authorization)?.[1] ?? ""];
     try {
       return await this.#post(message, request, host, secrets);
     } catch (err) {
-      return this.#failure(classifyFetchError(err, `push service ${host}`, this.timeoutMs), secrets);
+      const { error, detail } = classifyFetchError(err, WHO, this.timeoutMs);
+      return this.#failure(error, secrets, `push service ${host}: ${detail}`);
     }
   }
 
@@ -89,7 +138,7 @@ export class WebPushProvider implements PushProvider {
       headers: fetchHeaders(request.headers),
       body: request.body,
       // The VAPID token is bound to the endpoint's origin, so a redirect cannot succeed, and
-      // following it would hand the token and the payload to another host.
+      // following it would hand the token and the payload to another host (a 3xx is a failure).
       redirect: "manual",
       signal: AbortSignal.timeout(this.timeoutMs),
     });
@@ -97,22 +146,27 @@ export class WebPushProvider implements PushProvider {
     const text = await response.text();
 
     if (response.ok) {
+      // Push services name the message they accepted in Location, a URL of their choosing: it
+      // goes to the log, and the id recorded is ours, stable for the message and attempt.
       const location = response.headers.get("location");
       return {
         ok: true,
         provider: this.name,
-        // Push services name the message they accepted in Location; without one, the id only
-        // needs to be stable for this attempt.
-        providerMessageId: location || `webpush:${message.messageId}:${message.attempt}`,
+        providerMessageId: `webpush:${message.messageId}:${message.attempt}`,
+        ...(location ? { detail: `push service ${host} accepted it as ${location}` } : {}),
       };
     }
-    // Redacted before the excerpt is cut, or a cut secret would no longer match and leak in part.
-    const excerpt = bodyExcerpt(redact(text, [this.#vapid.privateKey, ...secrets]));
-    return this.#failure(classifyErrorResponse(response, excerpt, host), secrets);
+    return this.#failure(
+      classifyErrorResponse(response),
+      secrets,
+      // A service may echo the subscription (its endpoint is the recipient, its keys its secrets).
+      `push service ${host} answered HTTP ${response.status}${text ? `: ${redactRecipients(text, recipientOf(message))}` : ""}`,
+    );
   }
 
-  #failure(error: DeliveryError, secrets: string[] = []): DeliveryOutcome {
-    return failedOutcome(this.name, error, [this.#vapid.privateKey, ...secrets]);
+  /** A failure, its message and its detail cleaned of the private key and of `secrets`. */
+  #failure(error: DeliveryError, secrets: string[] = [], detail?: string): DeliveryOutcome {
+    return failedOutcome(this.name, error, [this.#vapid.privateKey, ...secrets], detail);
   }
 }
 
@@ -177,9 +231,10 @@ function fetchHeaders(headers: Record<string, string | number>): Record<string, 
   );
 }
 
-function classifyErrorResponse(response: Response, excerpt: string, host: string): DeliveryError {
+/** What an HTTP error answer means; the message is ours, quoting nothing of the answer. */
+function classifyErrorResponse(response: Response): DeliveryError {
   const status = response.status;
-  const message = `Push service ${host} answered HTTP ${status}${excerpt ? `: ${excerpt}` : ""}`;
+  const message = `The push service answered HTTP ${status}`;
 
   if (status === 404 || status === 410) {
     // RFC 8030 §7.3: the subscription expired or the user unsubscribed; it will never work again.
@@ -190,7 +245,8 @@ function classifyErrorResponse(response: Response, excerpt: string, host: string
   return httpStatusError(response, code, message);
 }
 
-function bodyExcerpt(text: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-  return truncate(text.replace(/[\u0000-\u001f\u007f\s]+/g, " ").trim(), MAX_BODY_EXCERPT);
+/** What identifies the recipient of a push: the subscription's endpoint and keys. */
+function recipientOf(message: PushMessage): string[] {
+  const { endpoint, keys } = message.subscription;
+  return [endpoint, new URL(endpoint).pathname, keys.p256dh, keys.auth].filter((part) => part.length > 8);
 }

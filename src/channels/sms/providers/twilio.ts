@@ -1,6 +1,6 @@
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
-import { failedOutcome } from "../../providers/redact.js";
+import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
@@ -47,7 +47,8 @@ export class TwilioSmsProvider implements SmsProvider {
     try {
       return await this.#send(message);
     } catch (err) {
-      return this.#failure(classifyFetchError(err, "Twilio", this.timeoutMs));
+      const { error, detail } = classifyFetchError(err, "Twilio", this.timeoutMs);
+      return this.#failure(error, detail);
     }
   }
 
@@ -69,27 +70,37 @@ export class TwilioSmsProvider implements SmsProvider {
     const text = await response.text();
 
     if (response.ok) {
+      // The sid is the id Twilio gives the message we asked it to make ("SM" and 32 hex digits),
+      // not free text, so the success event records it.
       const sid = sidOf(text);
       if (sid) return { ok: true, provider: this.name, providerMessageId: sid };
       // Twilio said yes but we cannot tell which message it made; retrying risks a duplicate,
       // dropping risks a loss, and a duplicate is the lesser harm.
-      return this.#failure({
-        class: "transient",
-        code: "bad_response",
-        message: `Twilio answered HTTP ${response.status} without a message sid`,
-      });
+      return this.#failure(
+        {
+          class: "transient",
+          code: "bad_response",
+          message: `Twilio answered HTTP ${response.status} without a message sid`,
+        },
+        `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
+      );
     }
-    return this.#failure(classifyErrorResponse(response, text));
+    // Twilio's message quotes the request (the "To" number among others): the event has Twilio's
+    // error code, the log its text without the number.
+    return this.#failure(
+      classifyErrorResponse(response, text),
+      `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
+    );
   }
 
-  #failure(error: DeliveryError): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets);
+  /** A failure, its message and its detail (for the log) cleaned of the token. */
+  #failure(error: DeliveryError, detail?: string): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail);
   }
 }
 
 interface TwilioErrorBody {
   code?: number;
-  message?: string;
 }
 
 function parseJson(text: string): unknown {
@@ -103,17 +114,16 @@ function parseJson(text: string): unknown {
 function sidOf(text: string): string | undefined {
   const body = parseJson(text);
   if (typeof body !== "object" || body === null || !("sid" in body)) return undefined;
-  return typeof body.sid === "string" && body.sid !== "" ? body.sid : undefined;
+  // Only a plain id: anything else in its place is not an id to record.
+  return typeof body.sid === "string" && /^[A-Za-z0-9]{1,64}$/.test(body.sid) ? body.sid : undefined;
 }
 
 function twilioError(text: string): TwilioErrorBody {
   const body = parseJson(text);
   if (typeof body !== "object" || body === null) return {};
   const result: TwilioErrorBody = {};
-  if ("code" in body && typeof body.code === "number") result.code = body.code;
-  if ("message" in body && typeof body.message === "string" && body.message.trim() !== "") {
-    result.message = body.message.trim();
-  }
+  if ("code" in body && typeof body.code === "number" && Number.isSafeInteger(body.code))
+    result.code = body.code;
   return result;
 }
 
@@ -121,7 +131,7 @@ function classifyErrorResponse(response: Response, text: string): DeliveryError 
   const status = response.status;
   const twilio = twilioError(text);
   const code = twilio.code !== undefined ? String(twilio.code) : `http_${status}`;
-  const message = `Twilio HTTP ${status}${twilio.message ? `: ${twilio.message}` : ""}`;
+  const message = `Twilio answered HTTP ${status}${twilio.code !== undefined ? ` with error ${twilio.code}` : ""}`;
 
   if (twilio.code !== undefined && REJECTED_CODES.has(twilio.code)) {
     return { class: "rejected", code, message };
