@@ -12,6 +12,7 @@ import type { Logger } from "../runtime/logger.js";
 import { createRedis } from "../runtime/redis.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
+import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
 
 /** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
@@ -80,7 +81,7 @@ export function verifiedSendersFor(
   now: () => Date,
 ): VerifiedSenders {
   return createVerifiedSenders({
-    db,
+    load: (organizationId) => verifiedSenderKeys(db, organizationId),
     now,
     ttlMs: config.AUTH_CACHE_TTL_MS,
     required: config.SENDER_VERIFICATION === "required",

@@ -1,6 +1,5 @@
-import type { Executor } from "../../db/client.js";
 import type { SenderClaim } from "../domain/senders.js";
-import { senderKey, verifiedSenderKeys } from "../store/senders.js";
+import { senderKey } from "../store/senders.js";
 
 /**
  * Whether an organization may send as what its message claims: the accept path's check
@@ -27,7 +26,8 @@ const MAX_CACHED_ORGANIZATIONS = 10_000;
  * process, or by the operator's command, within `ttlMs`.
  */
 export function createVerifiedSenders(deps: {
-  db: Executor;
+  /** The organization's verified senders as `senderKey`s (`verifiedSenderKeys` of the store). */
+  load: (organizationId: string) => Promise<string[]>;
   now: () => Date;
   ttlMs: number;
   required: boolean;
@@ -42,7 +42,8 @@ export function createVerifiedSenders(deps: {
     if (cached && cached.expiresAt > now) return cached.keys;
     const waiting = inFlight.get(organizationId);
     if (waiting) return waiting;
-    const pending: Promise<ReadonlySet<string>> = verifiedSenderKeys(deps.db, organizationId)
+    const pending: Promise<ReadonlySet<string>> = deps
+      .load(organizationId)
       .then((keys) => {
         const set = new Set(keys);
         // A `forget` while this lookup ran makes its answer stale: used once, not kept.

@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { createECDH, randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { verifiedSendersFor } from "../../../src/api/api-process.js";
 import { createApp } from "../../../src/api/app.js";
-import { createVerifiedSenders } from "../../../src/messages/verified-senders.js";
 import { systemTxtResolver } from "../../../src/runtime/dns.js";
 import { TestDnsServer } from "../../support/dns-server.js";
 import { createHarness, type Harness, onboard, sendNotification } from "../../support/harness.js";
@@ -296,7 +296,11 @@ describe("SMS sender ids, approved by an operator", () => {
     let clock = Date.now();
     const app = createApp({
       ...h.deps,
-      senders: createVerifiedSenders({ db: h.db, now: () => new Date(clock), ttlMs: 5000, required: true }),
+      senders: verifiedSendersFor(
+        { SENDER_VERIFICATION: "required", AUTH_CACHE_TTL_MS: 5000 },
+        h.db,
+        () => new Date(clock),
+      ),
     });
     const send = (sender: string) =>
       app.request("/api/v1/notifications/sms", {
