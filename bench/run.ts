@@ -18,7 +18,8 @@ import { gitRevision, loadAverage, machineInfo, packageVersions } from "./lib/sy
  * `npm run bench`: builds, then runs the Procfile's web and worker against a fresh database and
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
- *   --only ceiling,accept-64,accept-64-idempotent,accept-64-worker,accept-256,e2e,read,priority
+ *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
+ *          e2e,read,priority
  *          (default: all)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500
@@ -28,6 +29,7 @@ import { gitRevision, loadAverage, machineInfo, packageVersions } from "./lib/sy
 const SCENARIOS = [
   "ceiling",
   "accept-64",
+  "accept-64-senders-off",
   "accept-64-idempotent",
   "accept-64-worker",
   "accept-256",
@@ -132,6 +134,9 @@ async function main(): Promise<void> {
   report.results.ceiling = await run("ceiling", () => ceilingScenario(settings, 64));
   report.results.accept64 = await run("accept-64", () =>
     acceptScenario(settings, { connections: 64, withWorker: false }),
+  );
+  report.results.accept64SendersOff = await run("accept-64-senders-off", () =>
+    acceptScenario(settings, { connections: 64, withWorker: false, sendersOff: true }),
   );
   report.results.accept64Idempotent = await run("accept-64-idempotent", () =>
     acceptScenario(settings, { connections: 64, withWorker: false, idempotencyKeys: true }),

@@ -19,6 +19,7 @@ import {
 } from "drizzle-orm/pg-core";
 import { CHANNELS, type MessageEvent, STATUSES } from "../src/domain/events.js";
 import { PRIORITY_TIERS } from "../src/domain/priority.js";
+import { SENDER_KINDS, SENDER_STATUSES } from "../src/domain/senders.js";
 
 const timestamptz = <N extends string>(name: N) => timestamp(name, { withTimezone: true, mode: "date" });
 /** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
@@ -154,6 +155,35 @@ export const templates = pgTable(
     updatedAt: timestamptz("updated_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.organizationId, t.name] })],
+);
+
+/**
+ * The addresses an organization may send as (docs/decisions/0033): its e-mail domains, verified
+ * by a DNS TXT record it publishes, and its SMS sender ids, approved by an operator. The token is
+ * not a secret: it is meant to be published in the organization's DNS.
+ */
+export const organizationSenders = pgTable(
+  "organization_senders",
+  {
+    id: uuid("id").primaryKey(),
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    kind: text("kind", { enum: SENDER_KINDS }).notNull(),
+    /** A lower-case domain; an SMS alphanumeric sender id, short code or E.164 number. */
+    value: text("value").notNull(),
+    /** `ntf-verify=…`, the TXT record's content, for an e-mail domain; null for an SMS sender. */
+    verificationToken: text("verification_token"),
+    status: text("status", { enum: SENDER_STATUSES }).notNull(),
+    createdAt: timestamptz("created_at").notNull(),
+    verifiedAt: timestamptz("verified_at"),
+  },
+  (t) => [
+    unique("organization_senders_unique").on(t.organizationId, t.kind, t.value),
+    check("organization_senders_kind_valid", sql`${t.kind} in (${sqlList(SENDER_KINDS)})`),
+    check("organization_senders_status_valid", sql`${t.status} in (${sqlList(SENDER_STATUSES)})`),
+    index("organization_senders_pending_idx").on(t.createdAt).where(sql`${t.status} = 'pending'`),
+  ],
 );
 
 /** One row per `Idempotency-Key` an organization used in the last 24 hours. */

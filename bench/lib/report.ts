@@ -14,6 +14,8 @@ export interface BenchReport {
     accept64?: LoadScenarioResult;
     /** The same with a new `Idempotency-Key` on every request (no target: what the claims cost). */
     accept64Idempotent?: LoadScenarioResult;
+    /** The same with `SENDER_VERIFICATION=off`: against accept64, what checking the sender costs. */
+    accept64SendersOff?: LoadScenarioResult;
     accept64Worker?: LoadScenarioResult;
     accept256?: LoadScenarioResult;
     endToEnd?: EndToEndResult;
@@ -175,6 +177,7 @@ export function renderMarkdown(report: BenchReport): string {
     ...[
       loadRow("ceiling (insert + add per request)", results.ceiling),
       loadRow("accept, worker stopped", results.accept64),
+      loadRow("accept, worker stopped, SENDER_VERIFICATION=off", results.accept64SendersOff),
       loadRow("accept, worker stopped, a new Idempotency-Key each", results.accept64Idempotent),
       loadRow("accept, worker running", results.accept64Worker),
       loadRow("accept, worker stopped", results.accept256),
@@ -185,6 +188,15 @@ export function renderMarkdown(report: BenchReport): string {
   if (results.ceiling && results.accept64) {
     lines.push(
       `accept ÷ ceiling at 64 connections: ${fmt(results.accept64.requestsPerS / results.ceiling.requestsPerS, 2)}`,
+      "",
+    );
+  }
+  if (results.accept64 && results.accept64SendersOff) {
+    const on = results.accept64;
+    const off = results.accept64SendersOff;
+    lines.push(
+      `Sender check (SENDER_VERIFICATION=required ÷ off, 64 connections): req/s ${fmt(on.requestsPerS / off.requestsPerS, 2)}, ` +
+        `web CPU per request ${fmt((on.cpuUsPerRequest.web ?? 0) / Math.max(1, off.cpuUsPerRequest.web ?? 0), 2)}`,
       "",
     );
   }

@@ -1,6 +1,14 @@
 import type postgres from "postgres";
 import { type CpuUsage, cpuDelta, cpuSnapshot, type LoadResult, load, RssMonitor } from "./load.js";
-import { type BenchProcess, benchRoot, Stack, type StackOptions, startProcess, waitFor } from "./stack.js";
+import {
+  BENCH_SENDER,
+  type BenchProcess,
+  benchRoot,
+  Stack,
+  type StackOptions,
+  startProcess,
+  waitFor,
+} from "./stack.js";
 
 export interface Settings extends StackOptions {
   durationS: number;
@@ -14,7 +22,7 @@ export interface Settings extends StackOptions {
 const SMS_PATH = "/api/v1/notifications/sms";
 const smsBody = (notificationType?: string) =>
   JSON.stringify({
-    payload: { to: "+14155550100", body: "Your code is 123456", sender: "ACME" },
+    payload: { to: "+14155550100", body: "Your code is 123456", sender: BENCH_SENDER },
     ...(notificationType ? { notification_type: notificationType } : {}),
   });
 
@@ -111,13 +119,18 @@ function postSms(stack: Stack, options: { connections: number; body: string; ide
   };
 }
 
-/** Scenario 1: POST /notifications/sms at a fixed number of connections. */
+/**
+ * Scenario 1: POST /notifications/sms at a fixed number of connections. `sendersOff` runs it with
+ * `SENDER_VERIFICATION=off`: against the same scenario with the check on (the production
+ * default), what the check of the sender costs.
+ */
 export async function acceptScenario(
   settings: Settings,
-  options: { connections: number; withWorker: boolean; idempotencyKeys?: boolean },
+  options: { connections: number; withWorker: boolean; idempotencyKeys?: boolean; sendersOff?: boolean },
 ): Promise<LoadScenarioResult> {
-  const label = `accept${options.connections}${options.withWorker ? "w" : ""}${options.idempotencyKeys ? "i" : ""}`;
-  return withStack(label, settings, async (stack) => {
+  const label = `accept${options.connections}${options.withWorker ? "w" : ""}${options.idempotencyKeys ? "i" : ""}${options.sendersOff ? "o" : ""}`;
+  const env = options.sendersOff ? { ...settings.env, SENDER_VERIFICATION: "off" } : settings.env;
+  return withStack(label, { ...settings, env }, async (stack) => {
     if (options.withWorker) await stack.startWorker();
     const request = postSms(stack, {
       connections: options.connections,

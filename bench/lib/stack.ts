@@ -122,6 +122,9 @@ async function waitFor(what: string, check: () => Promise<boolean> | boolean, ti
  * The Procfile's processes (release, web, worker, built from dist/) against a database and a
  * BullMQ prefix of their own, so a run never touches anyone else's data; `close` removes both.
  */
+/** The SMS sender the benchmark's requests name, approved for every organization. */
+export const BENCH_SENDER = "ACME";
+
 export class Stack {
   readonly databaseUrl: string;
   readonly prefix: string;
@@ -183,6 +186,29 @@ export class Stack {
     this.#workerMetricsPort = await freePort();
     await this.startWeb();
     this.organizations = await this.#onboard(ORGANIZATIONS);
+    await this.#approveSender(BENCH_SENDER);
+  }
+
+  /**
+   * Gives every organization `sender` as an approved SMS sender (what the operator's
+   * `npm run senders -- approve` does), so the sends pass `SENDER_VERIFICATION=required`, the
+   * production default, and the accept path pays for the check. A build from before verified
+   * senders (`BENCH_APP_DIR`) has no such table and no check.
+   */
+  async #approveSender(sender: string): Promise<void> {
+    const [table] = await this.sql<Array<{ exists: boolean }>>`
+      select to_regclass('organization_senders') is not null as exists`;
+    if (!table?.exists) return;
+    const rows = this.organizations.map((organization) => ({
+      id: randomUUID(),
+      organization_id: organization.id,
+      kind: "sms_sender",
+      value: sender,
+      status: "verified",
+      created_at: new Date(),
+      verified_at: new Date(),
+    }));
+    await this.sql`insert into organization_senders ${this.sql(rows)}`;
   }
 
   get apiKey(): string {

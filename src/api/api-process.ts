@@ -1,17 +1,20 @@
 import cluster from "node:cluster";
 import { serve } from "@hono/node-server";
 import { v7 as uuidv7 } from "uuid";
-import { createDatabase, type SqlClient } from "../../db/client.js";
+import { createDatabase, type Executor, type SqlClient } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
 import { clusterWideMetrics } from "../observability/cluster-metrics.js";
+import { createVerifiedSenders, type VerifiedSenders } from "../messages/verified-senders.js";
 import { createMetrics } from "../observability/metrics.js";
 import { coalesceWrites } from "../runtime/coalesce-writes.js";
 import type { Config } from "../runtime/config.js";
+import { systemTxtResolver } from "../runtime/dns.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
 import { createRedis } from "../runtime/redis.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
+import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
 import { createOpsApp } from "./ops-app.js";
 
@@ -33,7 +36,19 @@ export function startApiProcess(config: Config, logger: Logger): void {
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
   const store = messageStoreFor(config, sql);
-  const deps = { config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 };
+  const now = () => new Date();
+  const deps = {
+    config,
+    db,
+    store,
+    queue,
+    logger,
+    metrics,
+    now,
+    newId: uuidv7,
+    senders: verifiedSendersFor(config, db, now),
+    txtResolver: systemTxtResolver({ servers: config.DNS_SERVERS }),
+  };
   const servers = [
     serve({ fetch: createApp(deps).fetch, port: config.PORT }, (info) => {
       logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
@@ -74,5 +89,19 @@ export function messageStoreFor(
     sql,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
+  });
+}
+
+/** The accept path's sender check of an API process, cached like its API keys. */
+export function verifiedSendersFor(
+  config: Pick<Config, "SENDER_VERIFICATION" | "AUTH_CACHE_TTL_MS">,
+  db: Executor,
+  now: () => Date,
+): VerifiedSenders {
+  return createVerifiedSenders({
+    load: (organizationId) => verifiedSenderKeys(db, organizationId),
+    now,
+    ttlMs: config.AUTH_CACHE_TTL_MS,
+    required: config.SENDER_VERIFICATION === "required",
   });
 }

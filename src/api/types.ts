@@ -3,8 +3,10 @@ import type { Queue } from "bullmq";
 import type { Context } from "hono";
 import type { z } from "zod";
 import type { Database } from "../../db/client.js";
+import type { VerifiedSenders } from "../messages/verified-senders.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Config } from "../runtime/config.js";
+import type { TxtResolver } from "../runtime/dns.js";
 import type { Logger } from "../runtime/logger.js";
 import type { DeliveryJobData } from "../store/delivery-queue.js";
 import type { MessageStore } from "../store/message-store.js";
@@ -21,6 +23,10 @@ export interface AppDeps {
   now: () => Date;
   newId: () => string;
   metrics: Metrics;
+  /** The accept path's check of senders, with its cache (one per process). */
+  senders: VerifiedSenders;
+  /** Where a domain's verification record is looked up. */
+  txtResolver: TxtResolver;
 }
 
 export type AppEnv = { Variables: { organization: KeyOwner; requestId: string } };

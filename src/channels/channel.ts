@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { Database } from "../../db/client.js";
 import type { DeliveryError, DeliveryOutcome } from "../domain/delivery-outcome.js";
 import type { MessageContent, RejectedReason } from "../domain/events.js";
+import type { SenderClaim } from "../domain/senders.js";
 import type { Config } from "../runtime/config.js";
 import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
 
@@ -25,6 +26,11 @@ export interface Channel<
   readonly payload: P;
   /** Why a valid payload is refused all the same (a 400), when the configuration forbids it. */
   refuse?(payload: z.output<P>, config: Config): string | undefined;
+  /**
+   * What the content is sent as, when that must be one of the organization's verified senders
+   * (docs/decisions/0033); undefined when it is the platform's own (SMS_DEFAULT_SENDER, VAPID_SUBJECT).
+   */
+  sender?(content: ContentOf<N>, config: Config): SenderClaim | undefined;
   /** The message's channel content, from a validated payload. */
   content(payload: z.output<P>, config: Config): ContentOf<N>;
   /** The record's channel columns: `payload.message`, `payload.subject`, `payload.template_fields`. */

@@ -150,6 +150,19 @@ export const configSchema = z.object({
   TEMPLATE_PREVIEW_RATE_LIMIT: int(0, 1_000_000).default(10),
   /** Previews an organization may ask for at once (at least TEMPLATE_PREVIEW_RATE_LIMIT; unset: twice it). */
   TEMPLATE_PREVIEW_RATE_BURST: int(1, 10_000_000).optional(),
+  /**
+   * `required`: an e-mail's `from_email` must be at a verified domain of the organization and an
+   * SMS sender (other than SMS_DEFAULT_SENDER) one of its approved senders; `off`: any sender, for
+   * a single-tenant install. Unset: required in production, off in development and test.
+   */
+  SENDER_VERIFICATION: z.enum(["required", "off"]).optional(),
+  /** The DNS servers a domain's TXT record is asked of, comma-separated (`ip` or `ip:port`); unset: the system's. */
+  DNS_SERVERS: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\s*[0-9A-Fa-f.:[\]]+\s*(,\s*[0-9A-Fa-f.:[\]]+\s*)*$/, "must be IP addresses, comma-separated")
+      .optional(),
+  ),
   /** BullMQ job lock: a killed worker's jobs are taken again once it expires (then the next stall check). */
   WORKER_LOCK_DURATION_MS: int(1000, 600_000).default(30_000),
   /** How often a worker looks for stalled jobs (active, lock expired). */
@@ -161,8 +174,17 @@ export const configSchema = z.object({
 type Parsed = z.infer<typeof configSchema>;
 export type Config = Omit<
   Parsed,
-  "SMS_PROVIDER" | "EMAIL_PROVIDER" | "PUSH_PROVIDER" | "SMTP_TLS_REJECT_UNAUTHORIZED" | "PUSH_ENDPOINT_HOSTS"
+  | "SMS_PROVIDER"
+  | "EMAIL_PROVIDER"
+  | "PUSH_PROVIDER"
+  | "SMTP_TLS_REJECT_UNAUTHORIZED"
+  | "PUSH_ENDPOINT_HOSTS"
+  | "SENDER_VERIFICATION"
+  | "DNS_SERVERS"
 > & {
+  SENDER_VERIFICATION: NonNullable<Parsed["SENDER_VERIFICATION"]>;
+  /** null: the system's DNS servers. */
+  DNS_SERVERS: readonly string[] | null;
   /** null: any host. */
   PUSH_ENDPOINT_HOSTS: readonly string[] | null;
   SMTP_TLS_REJECT_UNAUTHORIZED: boolean;
@@ -225,6 +247,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : production || pushProvider === "webpush"
         ? BROWSER_PUSH_SERVICES
         : null,
+    SENDER_VERIFICATION: c.SENDER_VERIFICATION ?? (production ? "required" : "off"),
+    DNS_SERVERS: c.DNS_SERVERS ? c.DNS_SERVERS.split(",").map((server) => server.trim()) : null,
     SMTP_TLS_REJECT_UNAUTHORIZED:
       c.SMTP_TLS_REJECT_UNAUTHORIZED ?? (Boolean(c.SMTP_USER) || c.SMTP_SECURE || c.SMTP_REQUIRE_TLS),
   };

@@ -7,7 +7,7 @@ import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase, type Database, type SqlClient } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
-import { messageStoreFor } from "../../src/api/api-process.js";
+import { messageStoreFor, verifiedSendersFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
 import type { Providers } from "../../src/channels/index.js";
@@ -15,6 +15,7 @@ import { SimulatorPushProvider } from "../../src/channels/push/providers/simulat
 import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
+import { systemTxtResolver } from "../../src/runtime/dns.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
@@ -64,6 +65,8 @@ export function createHarness(env: Record<string, string> = {}) {
     metrics,
     now: () => new Date(),
     newId: uuidv7,
+    senders: verifiedSendersFor(config, db, () => new Date()),
+    txtResolver: systemTxtResolver({ servers: config.DNS_SERVERS }),
   };
   const app = createApp(deps);
   const workers: Worker[] = [];

@@ -5,6 +5,11 @@ import { listMessages } from "./messages/list.js";
 import { sendRoutes } from "./notifications/send.js";
 import { getOrganization } from "./organizations/get.js";
 import { onboardOrganizations } from "./organizations/onboard.js";
+import { deleteSender } from "./senders/delete.js";
+import { listSenders } from "./senders/list.js";
+import { registerDomain } from "./senders/register-domain.js";
+import { registerSmsSender } from "./senders/register-sms.js";
+import { verifySenderDomain } from "./senders/verify-domain.js";
 import { createTemplate } from "./templates/create.js";
 import { deleteTemplate } from "./templates/delete.js";
 import { getTemplate } from "./templates/get.js";
@@ -26,6 +31,11 @@ export const routes: readonly Route[] = [
   updateTemplate,
   deleteTemplate,
   renderTemplate,
+  listSenders,
+  registerDomain,
+  verifySenderDomain,
+  registerSmsSender,
+  deleteSender,
 ];
 
 /** The OpenAPI document's `info`. */

@@ -1,7 +1,7 @@
 import type { Channel } from "../channel.js";
 import { prepareEmail } from "./prepare.js";
 import type { EmailMessage } from "./providers/provider.js";
-import { emailContent, emailPayload } from "./request.js";
+import { emailContent, emailPayload, emailSenderClaim } from "./request.js";
 
 /** E-mail: one of the organization's templates, rendered at delivery, over SMTP or the simulator. */
 export const email: Channel<"email", typeof emailPayload, EmailMessage> = {
@@ -20,6 +20,7 @@ export const email: Channel<"email", typeof emailPayload, EmailMessage> = {
   },
   payload: emailPayload,
   content: emailContent,
+  sender: emailSenderClaim,
   // The body is the template, rendered at delivery; the request's payload is kept as sent.
   record: (message) => ({
     body: null,

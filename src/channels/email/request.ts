@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { emailDomainOf, type SenderClaim } from "../../domain/senders.js";
 import type { ContentOf } from "../channel.js";
 import { payloadObjectError } from "../request.js";
 import { EMAIL_RECIPIENT_TYPES, type EmailTemplateFields } from "./content.js";
@@ -65,4 +66,10 @@ export function emailContent(fields: EmailTemplateFields): ContentOf<"email"> {
     sender: message.from_email,
     email: fields,
   };
+}
+
+/** The sender to verify: the domain of `from_email`, exactly (a subdomain is a domain of its own). */
+export function emailSenderClaim(content: ContentOf<"email">): SenderClaim {
+  const domain = emailDomainOf(content.sender);
+  return { kind: "email_domain", value: domain, described: `from_email domain ${domain}` };
 }

@@ -1,7 +1,7 @@
 import type { Channel } from "../channel.js";
 import { prepareSms } from "./prepare.js";
 import type { SmsMessage } from "./providers/provider.js";
-import { smsContent, smsPayload } from "./request.js";
+import { smsContent, smsPayload, smsSenderClaim } from "./request.js";
 
 /** SMS: a text to a phone number, through Twilio or the simulator. */
 export const sms: Channel<"sms", typeof smsPayload, SmsMessage> = {
@@ -14,6 +14,7 @@ export const sms: Channel<"sms", typeof smsPayload, SmsMessage> = {
   },
   payload: smsPayload,
   content: smsContent,
+  sender: smsSenderClaim,
   record: (message) => ({ body: message.body, subject: null, templateFields: null }),
   prepare: prepareSms,
   createProvider: async (config, options) =>

@@ -1,5 +1,6 @@
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { z } from "zod";
+import type { SenderClaim } from "../../domain/senders.js";
 import type { Config } from "../../runtime/config.js";
 import type { ContentOf } from "../channel.js";
 import { payloadObjectError } from "../request.js";
@@ -38,7 +39,7 @@ const ALPHANUMERIC_SENDER = /^(?=.*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9 ]{0,9}[A-Za
 const SHORT_CODE = /^\d{3,8}$/;
 
 /** An SMS sender: an alphanumeric id (1-11 characters, one letter at least), a short code, or E.164. */
-const smsSender = z
+export const smsSender = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
     const trimmed = value.trim();
@@ -82,4 +83,10 @@ export function smsContent(payload: z.output<typeof smsPayload>, config: Config)
     sender: payload.sender ?? config.SMS_DEFAULT_SENDER,
     body: payload.body,
   };
+}
+
+/** The sender to verify: any but the platform's own default, which every organization may use. */
+export function smsSenderClaim(content: ContentOf<"sms">, config: Config): SenderClaim | undefined {
+  if (content.sender === config.SMS_DEFAULT_SENDER) return undefined;
+  return { kind: "sms_sender", value: content.sender, described: `sender ${content.sender}` };
 }

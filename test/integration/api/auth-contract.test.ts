@@ -9,7 +9,7 @@ import { createHarness, createTemplate, onboard, sendSms } from "../../support/h
  * The contract every `x-api-key` route honours: missing, malformed, unknown and revoked keys all
  * get the very same 401. It runs for every route of `routes` whose auth is the API key, so a new
  * route is covered by being listed; each call names things that exist for the key's organization
- * (a message, a template) and sends a JSON body where the route takes one, so nothing but the
+ * (a message, a template, a sender) and sends a JSON body where the route takes one, so nothing but the
  * key can be the reason for the answer.
  */
 
@@ -19,7 +19,7 @@ afterAll(() => h.close());
 const apiKeyRoutes = routes.filter((route) => route.auth === "api-key");
 
 /** How many routes sit behind `x-api-key` today; a route that stops being one must be seen. */
-const KNOWN_API_KEY_ROUTES = 13;
+const KNOWN_API_KEY_ROUTES = 18;
 
 const UNKNOWN_KEY = `ntf_${"A".repeat(43)}`;
 const TEMPLATE_NAME = "contract";
@@ -35,6 +35,13 @@ beforeAll(async () => {
   expect(sent.status).toBe(202);
   const { request_id } = (await sent.json()) as { request_id: string };
   await createTemplate(h, org.apiKey, { name: TEMPLATE_NAME, code: "<p>Hello *|FNAME|*</p>" });
+  const registered = await h.app.request("/api/v1/senders/domains", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": org.apiKey },
+    body: JSON.stringify({ domain: "contract.example" }),
+  });
+  expect(registered.status).toBe(201);
+  const sender = (await registered.json()) as { id: string };
   await h.db.update(apiKeys).set({ revokedAt: new Date() }).where(eq(apiKeys.organizationId, org.id));
   revokedKey = org.apiKey;
   pathValues = {
@@ -42,6 +49,7 @@ beforeAll(async () => {
     name: TEMPLATE_NAME,
     product_id: org.productId,
     organization_id: org.id,
+    id: sender.id,
   };
 });
 

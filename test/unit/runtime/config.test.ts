@@ -143,3 +143,28 @@ describe("loadConfig: secure defaults", () => {
     expect(loadConfig(unsaid).NODE_ENV).toBe("production");
   });
 });
+
+describe("loadConfig: verified senders", () => {
+  it("requires verified senders in production (a missing NODE_ENV included), not in development or test", () => {
+    const { NODE_ENV: _, ...unsaid } = production;
+    expect(loadConfig(production).SENDER_VERIFICATION).toBe("required");
+    expect(loadConfig(unsaid).SENDER_VERIFICATION).toBe("required");
+    expect(loadConfig({ NODE_ENV: "development" }).SENDER_VERIFICATION).toBe("off");
+    expect(loadConfig({ NODE_ENV: "test" }).SENDER_VERIFICATION).toBe("off");
+    expect(loadConfig({ ...production, SENDER_VERIFICATION: "off" }).SENDER_VERIFICATION).toBe("off");
+    expect(loadConfig({ NODE_ENV: "test", SENDER_VERIFICATION: "required" }).SENDER_VERIFICATION).toBe(
+      "required",
+    );
+    expect(problems({ ...production, SENDER_VERIFICATION: "no" })).toMatch(/SENDER_VERIFICATION/);
+  });
+
+  it("asks the system's DNS servers unless DNS_SERVERS names some", () => {
+    expect(loadConfig(production).DNS_SERVERS).toBeNull();
+    expect(
+      loadConfig({ ...production, DNS_SERVERS: "10.0.0.2, 127.0.0.1:5353,[::1]:53" }).DNS_SERVERS,
+    ).toEqual(["10.0.0.2", "127.0.0.1:5353", "[::1]:53"]);
+    expect(problems({ ...production, DNS_SERVERS: "dns.example" })).toMatch(
+      /DNS_SERVERS: must be IP addresses, comma-separated/,
+    );
+  });
+});

@@ -78,7 +78,9 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
         },
         API_KEY_ERRORS,
         JSON_BODY_ERRORS,
-        { 422: "`Idempotency-Key` already used with a different body" },
+        {
+          422: "`Idempotency-Key` already used with a different body; or, with `SENDER_VERIFICATION=required`, a sender (`from_email`'s domain, an SMS `sender`) the organization has not verified (named)",
+        },
         {
           429:
             "Over the organization's send rate (`SEND_RATE_LIMIT` a second, default 100, all channels together, dry runs " +

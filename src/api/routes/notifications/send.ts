@@ -22,11 +22,17 @@ function sendRoute(channel: Channel) {
       const request = await parseJsonBody(c, body);
       const refused = channel.refuse?.(request.payload, deps.config);
       if (refused !== undefined) throw new ApiError(400, refused);
+      const content = channel.content(request.payload, deps.config);
+      if (deps.senders.required) {
+        const claim = channel.sender?.(content, deps.config);
+        const unverified = await deps.senders.refusal(c.get("organization").id, claim);
+        if (unverified !== undefined) throw new ApiError(422, unverified);
+      }
       return answerSend(c, deps, {
         label: channel.label,
         dryRun: dry_run,
         idempotencyKey,
-        content: channel.content(request.payload, deps.config),
+        content,
         retryEnabled: request.retry_enabled,
         notificationType: request.notification_type,
       });
