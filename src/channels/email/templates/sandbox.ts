@@ -1,6 +1,12 @@
 import { Worker } from "node:worker_threads";
 import type { EmailTemplateSource, RenderedEmail, RenderInput } from "./render.js";
-import { type RenderedPart, TemplateRenderError } from "./render-error.js";
+import {
+  RenderAbandonedError,
+  RenderBusyError,
+  type RenderedPart,
+  type RenderLimit,
+  TemplateRenderError,
+} from "./render-error.js";
 
 /** A render still running after this fails, and its thread is replaced. */
 export const RENDER_DEADLINE_MS = 2000;
@@ -10,24 +16,54 @@ export const RENDER_DEADLINE_MS = 2000;
  * the greedy part, so a part with thousands of expressions fails here (docs/decisions/0006).
  */
 export const RENDER_HEAP_MB = 64;
+/** Threads per process (`TEMPLATE_RENDER_THREADS`). */
+export const RENDER_THREADS = 2;
+/** Renders one organization may have waiting for a thread, per process (`TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION`). */
+export const RENDER_QUEUE_PER_ORGANIZATION = 20;
 
-/** What the sandbox sends its thread: one e-mail to render. */
-export interface RenderRequest {
-  template: EmailTemplateSource;
-  fields: RenderInput;
-}
+/** What the sandbox sends its thread: one e-mail to render, or a template to try with sample data. */
+export type RenderRequest =
+  | { type: "render"; template: EmailTemplateSource; fields: RenderInput }
+  | { type: "sample"; template: EmailTemplateSource; name: string };
 
 /** What the thread answers: it is ready (once), or one render's result. */
 export type RenderReply =
   | { type: "ready" }
   | { type: "rendered"; email: RenderedEmail }
-  | { type: "failed"; message: string; part: RenderedPart | null };
+  | { type: "sampled" }
+  | { type: "failed"; message: string; part: RenderedPart | null; limit?: RenderLimit | undefined };
 
 export interface RenderSandboxOptions {
   /** Default {@link RENDER_DEADLINE_MS}. */
   deadlineMs?: number;
   /** Default {@link RENDER_HEAP_MB}. */
   heapMb?: number;
+  /** Default {@link RENDER_THREADS}. */
+  threads?: number;
+  /** Default {@link RENDER_QUEUE_PER_ORGANIZATION}. */
+  queuePerOrganization?: number;
+  /**
+   * Renders waiting for a thread, all organizations together, past which an organization that
+   * already has one waiting or running is refused (an organization with none is always let in).
+   * Default: no such limit. The worker sets it so renders never hold most of its delivery slots.
+   */
+  queueTotal?: number;
+}
+
+/** What one render asks for besides the template and its fields. */
+export interface RenderOptions {
+  /** Whose render it is: renders take turns by organization. Default: one shared anonymous owner. */
+  organizationId?: string;
+  /** Aborted: the caller has given up; a render still waiting is dropped and never runs. */
+  signal?: AbortSignal;
+  /**
+   * The longest the caller will wait for a thread. When the organization's renders ahead of this
+   * one are expected to take longer (from how long its recent renders took), it is refused at
+   * once with a {@link RenderBusyError}.
+   */
+  maxWaitMs?: number;
+  /** This render's deadline instead of the sandbox's. */
+  deadlineMs?: number;
 }
 
 export interface RenderSandboxStats {
@@ -38,41 +74,101 @@ export interface RenderSandboxStats {
   /** Renders ended by the heap limit. */
   outOfMemory: number;
   threadsStarted: number;
+  /** Renders refused at once (a {@link RenderBusyError}). */
+  refused: number;
+  /** Renders dropped from the queue because their caller gave up. */
+  abandoned: number;
 }
 
 interface Queued {
   request: RenderRequest;
-  resolve: (email: RenderedEmail) => void;
+  name: string;
+  organization: Organization;
+  deadlineMs: number;
+  resolve: (reply: RenderReply) => void;
   reject: (error: Error) => void;
+  /** Removes the abort listener, if any. */
+  release: () => void;
+}
+
+interface Organization {
+  id: string;
+  waiting: Queued[];
+  running: number;
+  /** When it was last served (a count of renders taken); 0: not since it had nothing under way. */
+  lastServed: number;
 }
 
 interface RenderThread {
   worker: Worker;
   /** The renderer is loaded; a render's clock starts only then. */
   ready: boolean;
+  running: { render: Queued; deadline: NodeJS.Timeout; startedAt: number } | undefined;
 }
 
+/** How many organizations' recent render times are remembered. */
+const REMEMBERED_ORGANIZATIONS = 10_000;
+
 /**
- * Renders e-mails (`renderEmail` in `render.ts`) on a thread of its own, so no template
- * and no variables can hold the calling process's event loop or take its heap: a render that runs
- * past the deadline, or needs more than the thread's heap, ends with its thread, and fails with a
- * {@link TemplateRenderError}, like any template error. One thread, started on the first render
- * (the process pays nothing for it until then) and replaced when one is ended; one render at a
- * time, in the order asked, so renders queued behind a failed one run on the next thread.
+ * Renders e-mails (`renderEmail` in `render.ts`) on threads of their own, so no template and no
+ * variables can hold the calling process's event loop or take its heap: a render that runs past
+ * the deadline, or needs more than the thread's heap, ends with its thread, and fails with a
+ * {@link TemplateRenderError}, like any template error.
+ *
+ * Fair between organizations (docs/decisions/0029): a small pool of threads, started together on
+ * the first render and each replaced when one is ended; one queue per organization, served in
+ * turn (round-robin), so one organization's slow renders never sit in front of another's; an
+ * organization runs on at most all threads but one, so another organization's render always
+ * finds a thread within one render's time of a thread being free (with two threads, at once while
+ * a single organization is slow). An organization's queue is capped; over it, or when the caller
+ * could not wait that long, the render is refused at once ({@link RenderBusyError}); a render
+ * whose caller has given up is dropped from its queue.
  */
 export class RenderSandbox {
-  readonly #stats: RenderSandboxStats = { renders: 0, timeouts: 0, outOfMemory: 0, threadsStarted: 0 };
-  readonly #deadlineMs: number;
-  readonly #heapMb: number;
-  readonly #queue: Queued[] = [];
-  #running: { render: Queued; deadline: NodeJS.Timeout } | undefined;
-  #thread: RenderThread | undefined;
+  readonly #stats: RenderSandboxStats = {
+    renders: 0,
+    timeouts: 0,
+    outOfMemory: 0,
+    threadsStarted: 0,
+    refused: 0,
+    abandoned: 0,
+  };
+  #deadlineMs: number;
+  #heapMb: number;
+  #threadCount: number;
+  #queuePerOrganization: number;
+  #queueTotal: number;
+  readonly #threads: (RenderThread | undefined)[] = [];
+  /** Organizations with renders waiting or running. */
+  readonly #organizations = new Map<string, Organization>();
+  /** Organizations with renders waiting. */
+  readonly #turns = new Set<Organization>();
+  /** Renders taken from the queues so far: the clock of the turns. */
+  #served = 0;
+  /** Each organization's recent render time, ms (moving average); the oldest entries go first. */
+  readonly #renderMs = new Map<string, number>();
+  #waitingTotal = 0;
   #closing = false;
   #whenIdle: (() => void)[] = [];
 
   constructor(options: RenderSandboxOptions = {}) {
     this.#deadlineMs = options.deadlineMs ?? RENDER_DEADLINE_MS;
     this.#heapMb = options.heapMb ?? RENDER_HEAP_MB;
+    this.#threadCount = Math.max(1, options.threads ?? RENDER_THREADS);
+    this.#queuePerOrganization = options.queuePerOrganization ?? RENDER_QUEUE_PER_ORGANIZATION;
+    this.#queueTotal = options.queueTotal ?? Number.POSITIVE_INFINITY;
+  }
+
+  /**
+   * Applies a process's settings (its entry calls this before serving). Threads already started
+   * keep running; a change of `threads` applies to the pool as threads are started.
+   */
+  configure(options: RenderSandboxOptions): void {
+    if (options.deadlineMs !== undefined) this.#deadlineMs = options.deadlineMs;
+    if (options.heapMb !== undefined) this.#heapMb = options.heapMb;
+    if (options.threads !== undefined) this.#threadCount = Math.max(1, options.threads);
+    if (options.queuePerOrganization !== undefined) this.#queuePerOrganization = options.queuePerOrganization;
+    if (options.queueTotal !== undefined) this.#queueTotal = options.queueTotal;
   }
 
   /** Counts since the sandbox was made (a copy). */
@@ -80,38 +176,139 @@ export class RenderSandbox {
     return { ...this.#stats };
   }
 
+  /** Threads one organization may run on at once: all but one, so another always has one. */
+  get #threadsPerOrganization(): number {
+    return Math.max(1, this.#threadCount - 1);
+  }
+
   /**
-   * Renders one e-mail, after those already asked for.
+   * Renders one e-mail, in its organization's turn.
    * @throws {TemplateRenderError} when the template cannot be rendered, including when it runs out
    *   of time or memory.
+   * @throws {RenderBusyError} at once, when the organization has too many renders waiting, or its
+   *   wait would be longer than `maxWaitMs`: worth trying again later.
+   * @throws {RenderAbandonedError} when `signal` aborts before the render leaves the queue.
    * @throws {Error} when the thread cannot start: nothing to do with the template, so worth
    *   trying again later.
    */
-  render(template: EmailTemplateSource, fields: RenderInput): Promise<RenderedEmail> {
+  async render(
+    template: EmailTemplateSource,
+    fields: RenderInput,
+    options: RenderOptions = {},
+  ): Promise<RenderedEmail> {
     // Only what the renderer reads crosses to the thread (a stored template has more columns).
     const { template_name, template_content, message } = fields;
-    const request: RenderRequest = {
-      template: { code: template.code, text: template.text },
-      fields: {
-        template_name,
-        template_content,
-        message: {
-          subject: message.subject,
-          merge_language: message.merge_language,
-          global_merge_vars: message.global_merge_vars,
+    const reply = await this.#enqueue(
+      {
+        type: "render",
+        template: { code: template.code, text: template.text },
+        fields: {
+          template_name,
+          template_content,
+          message: {
+            subject: message.subject,
+            merge_language: message.merge_language,
+            global_merge_vars: message.global_merge_vars,
+          },
         },
       },
+      template_name,
+      options,
+    );
+    if (reply.type !== "rendered") throw new Error(`unexpected reply ${reply.type} to a render`);
+    return reply.email;
+  }
+
+  /**
+   * Renders a template once with sample data (`renderSample` in `render.ts`), as a save checks it.
+   * Resolves when it rendered within the limits (template errors do not count).
+   * @throws {TemplateRenderError} with `limit` set, when it ran out of time (`options.deadlineMs`)
+   *   or memory, or its result was too long; and as {@link render} otherwise.
+   */
+  async renderSample(template: EmailTemplateSource, name: string, options: RenderOptions = {}): Promise<void> {
+    const request: RenderRequest = {
+      type: "sample",
+      template: { code: template.code, text: template.text },
+      name,
     };
+    await this.#enqueue(request, name, options);
+  }
+
+  #enqueue(request: RenderRequest, name: string, options: RenderOptions): Promise<RenderReply> {
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(abandoned(name));
+    const id = options.organizationId ?? "";
+    const organization = this.#organizations.get(id) ?? { id, waiting: [], running: 0, lastServed: 0 };
+    const refusal = this.#refusal(organization, options.maxWaitMs);
+    if (refusal) {
+      this.#stats.refused++;
+      return Promise.reject(refusal);
+    }
+    this.#organizations.set(id, organization);
     return new Promise((resolve, reject) => {
-      this.#queue.push({ request, resolve, reject });
+      const render: Queued = {
+        request,
+        name,
+        organization,
+        deadlineMs: options.deadlineMs ?? this.#deadlineMs,
+        resolve,
+        reject,
+        release: () => undefined,
+      };
+      if (signal) {
+        const onAbort = () => this.#abandon(render);
+        signal.addEventListener("abort", onAbort, { once: true });
+        render.release = () => signal.removeEventListener("abort", onAbort);
+      }
+      organization.waiting.push(render);
+      this.#waitingTotal++;
+      this.#turns.add(organization);
       this.#next();
     });
   }
 
+  /** Why the organization may not queue one more render now, if it may not. */
+  #refusal(organization: Organization, maxWaitMs: number | undefined): RenderBusyError | undefined {
+    const ahead = organization.waiting.length + organization.running;
+    const perRenderMs = this.#renderMs.get(organization.id) ?? 0;
+    const expectedWaitMs = Math.ceil(ahead / this.#threadsPerOrganization) * perRenderMs;
+    const retryAfterMs = Math.max(100, Math.min(60_000, expectedWaitMs));
+    if (organization.waiting.length >= this.#queuePerOrganization) {
+      return new RenderBusyError(
+        `Too many renders of this organization's templates are waiting (${organization.waiting.length}); retry shortly`,
+        retryAfterMs,
+      );
+    }
+    if (ahead > 0 && this.#waitingTotal >= this.#queueTotal) {
+      return new RenderBusyError("Too many renders are waiting; retry shortly", retryAfterMs);
+    }
+    if (maxWaitMs !== undefined && expectedWaitMs > maxWaitMs) {
+      return new RenderBusyError(
+        `This organization's renders ahead would take about ${expectedWaitMs} ms; retry shortly`,
+        retryAfterMs,
+      );
+    }
+    return undefined;
+  }
+
+  /** The caller gave up: a render still waiting leaves its queue; one running finishes. */
+  #abandon(render: Queued): void {
+    const { organization } = render;
+    const index = organization.waiting.indexOf(render);
+    if (index < 0) return;
+    organization.waiting.splice(index, 1);
+    this.#waitingTotal--;
+    if (organization.waiting.length === 0) this.#turns.delete(organization);
+    this.#forgetIfIdle(organization);
+    this.#stats.abandoned++;
+    render.reject(abandoned(render.name));
+    this.#next();
+  }
+
   /**
-   * Ends the thread once the renders asked for have finished. A render asked for later (a request
-   * still in flight while its process shuts down) still runs, on a thread that ends with it, so
-   * nothing fails and no idle thread is left behind.
+   * Ends the threads once the renders asked for have finished. A render asked for later (a
+   * request still in flight while its process shuts down) still runs, on threads that end with
+   * it, so nothing fails and no idle thread is left behind.
    */
   close(): Promise<void> {
     this.#closing = true;
@@ -122,29 +319,56 @@ export class RenderSandbox {
   }
 
   #next(): void {
-    while (!this.#running) {
-      const render = this.#queue[0];
-      if (!render) {
-        this.#idle();
-        return;
-      }
-      this.#thread ??= this.#start();
-      const thread = this.#thread;
-      thread.worker.ref();
-      if (!thread.ready) return; // its "ready" calls this again
-      this.#queue.shift();
-      this.#stats.renders++;
-      try {
-        thread.worker.postMessage(render.request);
-      } catch (error) {
-        // The input cannot be copied to the thread (structured clone); it never will be.
-        render.reject(
-          failure(render, `its input could not be passed to the renderer: ${messageOf(error)}`, error),
-        );
-        continue;
-      }
-      const deadline = setTimeout(() => this.#timedOut(thread), this.#deadlineMs);
-      this.#running = { render, deadline };
+    if (this.#waitingTotal > 0) this.#fillPool();
+    for (const thread of this.#threads) {
+      if (!thread?.ready || thread.running) continue;
+      const render = this.#take();
+      if (!render) break;
+      this.#run(thread, render);
+    }
+    if (this.#waitingTotal === 0 && this.#threads.every((t) => !t?.running)) this.#idle();
+  }
+
+  /**
+   * The next render in turn (round-robin): of the organizations with renders waiting that may run
+   * one more, the one served longest ago, or never (a newcomer goes before one just served).
+   */
+  #take(): Queued | undefined {
+    let next: Organization | undefined;
+    for (const organization of this.#turns) {
+      if (organization.running >= this.#threadsPerOrganization) continue;
+      if (!next || organization.lastServed < next.lastServed) next = organization;
+    }
+    const render = next?.waiting.shift();
+    if (!next || !render) return undefined;
+    this.#waitingTotal--;
+    next.running++;
+    next.lastServed = ++this.#served;
+    if (next.waiting.length === 0) this.#turns.delete(next);
+    return render;
+  }
+
+  #run(thread: RenderThread, render: Queued): void {
+    thread.worker.ref();
+    this.#stats.renders++;
+    try {
+      thread.worker.postMessage(render.request);
+    } catch (error) {
+      // The input cannot be copied to the thread (structured clone); it never will be.
+      this.#settled(render);
+      render.reject(
+        failure(render, `its input could not be passed to the renderer: ${messageOf(error)}`, { cause: error }),
+      );
+      return;
+    }
+    const deadline = setTimeout(() => this.#timedOut(thread), render.deadlineMs);
+    thread.running = { render, deadline, startedAt: performance.now() };
+  }
+
+  /** Every slot of the pool has a thread, started or starting. */
+  #fillPool(): void {
+    for (let slot = 0; slot < this.#threadCount; slot++) {
+      this.#threads[slot] ??= this.#start();
     }
   }
 
@@ -153,22 +377,21 @@ export class RenderSandbox {
     const done = () => {
       for (const resolve of waiting) resolve();
     };
-    const thread = this.#thread;
-    if (thread && this.#closing) {
-      this.#thread = undefined;
-      thread.worker.terminate().then(done, done);
+    if (this.#closing && this.#threads.some(Boolean)) {
+      const ending = this.#threads.splice(0).flatMap((thread) => (thread ? [thread.worker.terminate()] : []));
+      Promise.all(ending).then(done, done);
     } else {
-      // An idle thread alone must not keep the process alive.
-      thread?.worker.unref();
+      // Idle threads alone must not keep the process alive.
+      for (const thread of this.#threads) thread?.worker.unref();
       done();
     }
   }
 
   #start(): RenderThread {
     this.#stats.threadsStarted++;
-    const thread: RenderThread = { worker: startThread(this.#heapMb), ready: false };
-    // A replaced thread may still report as it dies; only the current one is listened to.
-    const current = () => this.#thread === thread;
+    const thread: RenderThread = { worker: startThread(this.#heapMb), ready: false, running: undefined };
+    // A replaced thread may still report as it dies; only a current one is listened to.
+    const current = () => this.#threads.includes(thread);
     thread.worker.on("message", (reply: RenderReply) => current() && this.#replied(thread, reply));
     thread.worker.on("error", (error) => current() && this.#lost(thread, error));
     thread.worker.on(
@@ -182,9 +405,12 @@ export class RenderSandbox {
     if (reply.type === "ready") {
       thread.ready = true;
     } else {
-      const render = this.#finish();
-      if (reply.type === "rendered") render?.resolve(reply.email);
-      else render?.reject(new TemplateRenderError(reply.message, reply.part));
+      const render = this.#finish(thread);
+      if (reply.type === "failed") {
+        render?.reject(new TemplateRenderError(reply.message, reply.part, { limit: reply.limit }));
+      } else {
+        render?.resolve(reply);
+      }
     }
     this.#next();
   }
@@ -192,22 +418,29 @@ export class RenderSandbox {
   #timedOut(thread: RenderThread): void {
     this.#end(thread);
     this.#stats.timeouts++;
-    const render = this.#finish();
-    render?.reject(failure(render, `rendering took longer than the limit of ${this.#deadlineMs} ms`));
+    const render = this.#finish(thread);
+    if (render) {
+      render.reject(
+        failure(render, `rendering took longer than the limit of ${render.deadlineMs} ms`, { limit: "time" }),
+      );
+    }
     this.#next();
   }
 
   /** The thread died by itself: out of memory, or (never expected) an error outside a render. */
   #lost(thread: RenderThread, error: Error): void {
     this.#end(thread);
-    const render = this.#finish();
+    const render = this.#finish(thread);
     if (render) {
       const outOfMemory = (error as NodeJS.ErrnoException).code === "ERR_WORKER_OUT_OF_MEMORY";
       if (outOfMemory) this.#stats.outOfMemory++;
       render.reject(
         outOfMemory
-          ? failure(render, `rendering needed more memory than the limit of ${this.#heapMb} MB`, error)
-          : failure(render, `the renderer stopped: ${error.message}`, error),
+          ? failure(render, `rendering needed more memory than the limit of ${this.#heapMb} MB`, {
+              cause: error,
+              limit: "memory",
+            })
+          : failure(render, `the renderer stopped: ${error.message}`, { cause: error }),
       );
     } else if (!thread.ready) {
       // It never loaded the renderer: a fault of this installation, not of any template, and
@@ -215,28 +448,77 @@ export class RenderSandbox {
       const failed = new Error(`The template sandbox's thread could not start: ${error.message}`, {
         cause: error,
       });
-      for (const waiting of this.#queue.splice(0)) waiting.reject(failed);
+      for (const organization of this.#turns) {
+        for (const waiting of organization.waiting.splice(0)) {
+          this.#waitingTotal--;
+          waiting.release();
+          waiting.reject(failed);
+        }
+        this.#forgetIfIdle(organization);
+      }
+      this.#turns.clear();
+      // Not replaced now: the next render asked for starts the pool again.
+      this.#threads.forEach((other, slot) => {
+        if (other === thread) this.#threads[slot] = undefined;
+      });
+      return this.#next();
     }
     this.#next();
   }
 
-  /** Stops listening to the thread and ends it; the next render starts another. */
+  /** Stops listening to the thread and ends it; its slot gets a new one when work comes. */
   #end(thread: RenderThread): void {
-    if (this.#thread === thread) this.#thread = undefined;
+    const slot = this.#threads.indexOf(thread);
+    if (slot >= 0) this.#threads[slot] = undefined;
     thread.worker.terminate().catch(() => undefined);
   }
 
-  #finish(): Queued | undefined {
-    const running = this.#running;
-    this.#running = undefined;
-    if (running) clearTimeout(running.deadline);
-    return running?.render;
+  /** The thread's render is over: counted, timed, and its organization's place freed. */
+  #finish(thread: RenderThread): Queued | undefined {
+    const running = thread.running;
+    thread.running = undefined;
+    if (!running) return undefined;
+    clearTimeout(running.deadline);
+    const { render } = running;
+    this.#remember(render.organization.id, performance.now() - running.startedAt);
+    this.#settled(render);
+    return render;
+  }
+
+  #settled(render: Queued): void {
+    render.release();
+    render.organization.running--;
+    this.#forgetIfIdle(render.organization);
+  }
+
+  #forgetIfIdle(organization: Organization): void {
+    if (organization.running === 0 && organization.waiting.length === 0) {
+      this.#organizations.delete(organization.id);
+    }
+  }
+
+  #remember(organizationId: string, ms: number): void {
+    const previous = this.#renderMs.get(organizationId);
+    this.#renderMs.delete(organizationId);
+    // A slow render counts at once; fast ones bring the average down over a few renders.
+    this.#renderMs.set(organizationId, previous === undefined ? ms : Math.max(ms, 0.5 * previous + 0.5 * ms));
+    if (this.#renderMs.size > REMEMBERED_ORGANIZATIONS) {
+      const oldest = this.#renderMs.keys().next().value;
+      if (oldest !== undefined) this.#renderMs.delete(oldest);
+    }
   }
 }
 
-function failure(render: Queued, reason: string, cause?: unknown): TemplateRenderError {
-  const name = JSON.stringify(render.request.fields.template_name);
-  return new TemplateRenderError(`Template ${name}: ${reason}`, null, { cause });
+function abandoned(name: string): RenderAbandonedError {
+  return new RenderAbandonedError(`Template ${JSON.stringify(name)}: the render was given up before it ran`);
+}
+
+function failure(
+  render: Queued,
+  reason: string,
+  options: { cause?: unknown; limit?: RenderLimit } = {},
+): TemplateRenderError {
+  return new TemplateRenderError(`Template ${JSON.stringify(render.name)}: ${reason}`, null, options);
 }
 
 function messageOf(error: unknown): string {
