@@ -26,6 +26,10 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
 
+  renderSandbox.configure({
+    threads: config.TEMPLATE_RENDER_THREADS,
+    queuePerOrganization: config.TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION,
+  });
   const metrics = createMetrics({ process: "web", queue, db });
   const store = messageStoreFor(config, sql);
   const app = createApp({ config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });

@@ -19,6 +19,7 @@ import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../..
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
+import * as templateStore from "../../src/channels/email/templates/store.js";
 
 export const silentLogger = pino({ level: "silent" });
 
@@ -199,6 +200,24 @@ export async function createTemplate(
   });
   if (response.status !== 201)
     throw new Error(`template not created: ${response.status} ${await response.text()}`);
+}
+
+/**
+ * Stores a template without the API's save check (decision 0029): one saved before that check
+ * existed, or one that renders its sample in time and is slow only with a send's real data.
+ */
+export async function storeTemplateDirectly(
+  harness: Harness,
+  organizationId: string,
+  template: { name: string; code: string; text?: string },
+) {
+  const created = await templateStore.createTemplate(
+    harness.db,
+    organizationId,
+    { name: template.name, code: template.code, text: template.text ?? null },
+    new Date(),
+  );
+  if (!created) throw new Error(`template ${template.name} already exists`);
 }
 
 export function getMessage(harness: Harness, apiKey: string, messageId: string) {

@@ -300,8 +300,8 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     await running;
   });
 
-  it("past the total queue cap an organization with renders under way is refused, one with none is let in", async () => {
-    const s = sandbox({ deadlineMs: 300, threads: 2, queueTotal: 1 });
+  it("past the total of renders under way an organization with renders under way is refused, one with none is let in", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2, maxUnderWay: 2 });
     await s.render(ORDINARY, ordinary("warm"));
     const a = [1, 2].map(() => s.render(ENDLESS, endless, A).catch(() => null)); // 1 runs, 1 waits
     await expect(s.render(ORDINARY, ordinary("Ada"), A)).rejects.toBeInstanceOf(RenderBusyError);

@@ -43,11 +43,12 @@ export interface RenderSandboxOptions {
   /** Default {@link RENDER_QUEUE_PER_ORGANIZATION}. */
   queuePerOrganization?: number;
   /**
-   * Renders waiting for a thread, all organizations together, past which an organization that
-   * already has one waiting or running is refused (an organization with none is always let in).
-   * Default: no such limit. The worker sets it so renders never hold most of its delivery slots.
+   * Renders under way (waiting or running), all organizations together, past which an
+   * organization that already has one under way is refused (an organization with none is always
+   * let in). Default: no such limit. The worker sets it so renders never hold more than half of
+   * its delivery slots.
    */
-  queueTotal?: number;
+  maxUnderWay?: number;
 }
 
 /** What one render asks for besides the template and its fields. */
@@ -78,6 +79,8 @@ export interface RenderSandboxStats {
   refused: number;
   /** Renders dropped from the queue because their caller gave up. */
   abandoned: number;
+  /** Renders waiting for a thread now. */
+  waiting: number;
 }
 
 interface Queued {
@@ -132,12 +135,13 @@ export class RenderSandbox {
     threadsStarted: 0,
     refused: 0,
     abandoned: 0,
+    waiting: 0,
   };
   #deadlineMs: number;
   #heapMb: number;
   #threadCount: number;
   #queuePerOrganization: number;
-  #queueTotal: number;
+  #maxUnderWay: number;
   readonly #threads: (RenderThread | undefined)[] = [];
   /** Organizations with renders waiting or running. */
   readonly #organizations = new Map<string, Organization>();
@@ -156,7 +160,7 @@ export class RenderSandbox {
     this.#heapMb = options.heapMb ?? RENDER_HEAP_MB;
     this.#threadCount = Math.max(1, options.threads ?? RENDER_THREADS);
     this.#queuePerOrganization = options.queuePerOrganization ?? RENDER_QUEUE_PER_ORGANIZATION;
-    this.#queueTotal = options.queueTotal ?? Number.POSITIVE_INFINITY;
+    this.#maxUnderWay = options.maxUnderWay ?? Number.POSITIVE_INFINITY;
   }
 
   /**
@@ -168,12 +172,12 @@ export class RenderSandbox {
     if (options.heapMb !== undefined) this.#heapMb = options.heapMb;
     if (options.threads !== undefined) this.#threadCount = Math.max(1, options.threads);
     if (options.queuePerOrganization !== undefined) this.#queuePerOrganization = options.queuePerOrganization;
-    if (options.queueTotal !== undefined) this.#queueTotal = options.queueTotal;
+    if (options.maxUnderWay !== undefined) this.#maxUnderWay = options.maxUnderWay;
   }
 
   /** Counts since the sandbox was made (a copy). */
   get stats(): RenderSandboxStats {
-    return { ...this.#stats };
+    return { ...this.#stats, waiting: this.#waitingTotal };
   }
 
   /** Threads one organization may run on at once: all but one, so another always has one. */
@@ -279,7 +283,8 @@ export class RenderSandbox {
         retryAfterMs,
       );
     }
-    if (ahead > 0 && this.#waitingTotal >= this.#queueTotal) {
+    const running = this.#threads.filter((thread) => thread?.running).length;
+    if (ahead > 0 && this.#waitingTotal + running >= this.#maxUnderWay) {
       return new RenderBusyError("Too many renders are waiting; retry shortly", retryAfterMs);
     }
     if (maxWaitMs !== undefined && expectedWaitMs > maxWaitMs) {
