@@ -246,6 +246,22 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     expect(order).toEqual(["B", "A1", "A2", "A3", "A4"]);
   });
 
+  it("the thread replacing one an organization's render ended counts as that organization's until it is ready", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const first = s.render(ENDLESS, endless, A);
+    const second = s.render(ENDLESS, endless, A).catch(() => null);
+    await renderFailure(first);
+    // A's second render did not take the other, ready thread: it is left to other organizations
+    // while A's replacement starts.
+    expect(s.stats).toMatchObject({ renders: 2, waiting: 1 });
+    const started = Date.now();
+    expect(await s.render(ORDINARY, ordinary("Bea"), B)).toMatchObject({ html: "<p>Hello Bea</p>" });
+    expect(Date.now() - started).toBeLessThan(300);
+    await second;
+    expect(s.stats).toMatchObject({ renders: 4, timeouts: 2 });
+  });
+
   it("with one thread, organizations take turns: B's render runs after A's current one, before A's next", async () => {
     const s = sandbox({ deadlineMs: 300, threads: 1 });
     await s.render(ORDINARY, ordinary("warm"));

@@ -107,6 +107,11 @@ interface RenderThread {
   /** The renderer is loaded; a render's clock starts only then. */
   ready: boolean;
   running: { render: Queued; deadline: NodeJS.Timeout; startedAt: number } | undefined;
+  /**
+   * The organization whose render ended the thread this one replaces: until it is ready it counts
+   * as one of that organization's, so the organization cannot take the last ready thread meanwhile.
+   */
+  heldBy: Organization | undefined;
 }
 
 /** How many organizations' recent render times are remembered. */
@@ -383,6 +388,7 @@ export class RenderSandbox {
       for (const resolve of waiting) resolve();
     };
     if (this.#closing && this.#threads.some(Boolean)) {
+      for (const thread of this.#threads) if (thread) this.#unhold(thread);
       const ending = this.#threads.splice(0).flatMap((thread) => (thread ? [thread.worker.terminate()] : []));
       Promise.all(ending).then(done, done);
     } else {
@@ -394,7 +400,12 @@ export class RenderSandbox {
 
   #start(): RenderThread {
     this.#stats.threadsStarted++;
-    const thread: RenderThread = { worker: startThread(this.#heapMb), ready: false, running: undefined };
+    const thread: RenderThread = {
+      worker: startThread(this.#heapMb),
+      ready: false,
+      running: undefined,
+      heldBy: undefined,
+    };
     // A replaced thread may still report as it dies; only a current one is listened to.
     const current = () => this.#threads.includes(thread);
     thread.worker.on("message", (reply: RenderReply) => current() && this.#replied(thread, reply));
@@ -409,6 +420,7 @@ export class RenderSandbox {
   #replied(thread: RenderThread, reply: RenderReply): void {
     if (reply.type === "ready") {
       thread.ready = true;
+      this.#unhold(thread);
     } else {
       const render = this.#finish(thread);
       if (reply.type === "failed") {
@@ -425,6 +437,7 @@ export class RenderSandbox {
     this.#stats.timeouts++;
     const render = this.#finish(thread);
     if (render) {
+      this.#replace(thread, render.organization);
       render.reject(
         failure(render, `rendering took longer than the limit of ${render.deadlineMs} ms`, { limit: "time" }),
       );
@@ -435,8 +448,10 @@ export class RenderSandbox {
   /** The thread died by itself: out of memory, or (never expected) an error outside a render. */
   #lost(thread: RenderThread, error: Error): void {
     this.#end(thread);
+    this.#unhold(thread);
     const render = this.#finish(thread);
     if (render) {
+      this.#replace(thread, render.organization);
       const outOfMemory = (error as NodeJS.ErrnoException).code === "ERR_WORKER_OUT_OF_MEMORY";
       if (outOfMemory) this.#stats.outOfMemory++;
       render.reject(
@@ -469,6 +484,32 @@ export class RenderSandbox {
       return this.#next();
     }
     this.#next();
+  }
+
+  /**
+   * Starts the thread that replaces one the organization's render ended, held by that
+   * organization until it is ready. Without this, the organization's next render would take the
+   * other, ready thread at once, and another organization's render would wait for this one's
+   * start-up (a second or so on a busy machine).
+   */
+  #replace(ended: RenderThread, organization: Organization): void {
+    if (this.#threads.includes(ended)) return;
+    const slot = this.#threads.indexOf(undefined);
+    if (slot < 0 || this.#closing) return;
+    const thread = this.#start();
+    this.#threads[slot] = thread;
+    thread.heldBy = organization;
+    organization.running++;
+    this.#organizations.set(organization.id, organization);
+  }
+
+  /** The replacement is ready, or gone: its organization's hold ends. */
+  #unhold(thread: RenderThread): void {
+    const organization = thread.heldBy;
+    if (!organization) return;
+    thread.heldBy = undefined;
+    organization.running--;
+    this.#forgetIfIdle(organization);
   }
 
   /** Stops listening to the thread and ends it; its slot gets a new one when work comes. */
