@@ -75,7 +75,10 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
         // its render waited): nothing was recorded, and waiting here would hold a delivery slot
         // that another organization's SMS needs. Jitter spreads a burst's returns.
         if (error instanceof RenderBusyError) {
-          deps.logger.debug({ messageId: job.data.messageId, err: error }, "render queue busy: job handed back");
+          deps.logger.debug(
+            { messageId: job.data.messageId, err: error },
+            "render queue busy: job handed back",
+          );
           return handBack(job, token, Math.round(error.retryAfterMs * (1 + deps.random())));
         }
         if (error instanceof RenderAbandonedError) return handBack(job, token, 0);

@@ -50,8 +50,12 @@ export async function noisyTemplatesScenario(settings: Settings): Promise<NoisyT
         headers: { "content-type": "application/json", "x-api-key": apiKey },
         body: JSON.stringify(body),
       });
-    const created = await call(b.apiKey, "/api/v1/templates", { name: "hello", code: "<p>Hello {{name}}</p>" });
-    if (created.status !== 201) throw new Error(`template not created: ${created.status} ${await created.text()}`);
+    const created = await call(b.apiKey, "/api/v1/templates", {
+      name: "hello",
+      code: "<p>Hello {{name}}</p>",
+    });
+    if (created.status !== 201)
+      throw new Error(`template not created: ${created.status} ${await created.text()}`);
 
     const until = Date.now() + settings.durationS * 1000;
     const running = () => Date.now() < until;
@@ -172,7 +176,9 @@ export async function noisyTemplatesScenario(settings: Settings): Promise<NoisyT
       },
     };
   } catch (error) {
-    settings.log(`web output:\n${stack.web?.output() ?? ""}\nworker output:\n${stack.worker?.output() ?? ""}`);
+    settings.log(
+      `web output:\n${stack.web?.output() ?? ""}\nworker output:\n${stack.worker?.output() ?? ""}`,
+    );
     throw error;
   } finally {
     await stack.close();

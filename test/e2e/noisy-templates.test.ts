@@ -23,14 +23,19 @@ beforeAll(async () => {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ organizations: [{ name: "Noisy" }, { name: "Quiet" }] }),
   });
-  const { organizations } = (await onboarded.json()) as { organizations: Array<{ apiKey: string; id: string }> };
+  const { organizations } = (await onboarded.json()) as {
+    organizations: Array<{ apiKey: string; id: string }>;
+  };
   const [a, b] = organizations;
   if (!a || !b) throw new Error("onboarding failed");
   keys.a = a.apiKey;
   keys.b = b.apiKey;
   // The save check refuses it (its sample takes too long): stored as one saved before that check.
   await storeTemplateIn(stack, a.id, { name: "slow", code: SLOW });
-  const created = await call(keys.b, "POST", "/api/v1/templates", { name: "hello", code: "<p>Hello {{name}}</p>" });
+  const created = await call(keys.b, "POST", "/api/v1/templates", {
+    name: "hello",
+    code: "<p>Hello {{name}}</p>",
+  });
   expect(created.status).toBe(201);
 }, 60_000);
 afterAll(() => stack?.close());
@@ -52,7 +57,9 @@ const final = (apiKey: string, id: string) =>
   eventually(
     async () => {
       const record = (await (await call(apiKey, "GET", `/api/v1/messages/${id}`)).json()) as Record;
-      return ["success", "failed", "rejected"].includes(record.status) ? { ...record, at: Date.now() } : undefined;
+      return ["success", "failed", "rejected"].includes(record.status)
+        ? { ...record, at: Date.now() }
+        : undefined;
     },
     60_000,
     `message ${id} to finish`,
@@ -63,12 +70,13 @@ describe("one tenant's slow templates do not stall another tenant", () => {
     // A: four previews at once, and five e-mails.
     let firstSlowPreviewAt = 0;
     const slowPreviews = [1, 2, 3, 4].map(() =>
-      call(keys.a, "POST", "/api/v1/templates/slow/render", { merge_language: "handlebars", global_merge_vars: ITEMS }).then(
-        (response) => {
-          firstSlowPreviewAt ||= Date.now();
-          return response.status;
-        },
-      ),
+      call(keys.a, "POST", "/api/v1/templates/slow/render", {
+        merge_language: "handlebars",
+        global_merge_vars: ITEMS,
+      }).then((response) => {
+        firstSlowPreviewAt ||= Date.now();
+        return response.status;
+      }),
     );
     const emails = await Promise.all(
       [1, 2, 3, 4, 5].map(async () => {

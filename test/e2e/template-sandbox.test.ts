@@ -22,7 +22,9 @@ beforeAll(async () => {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ organizations: [{ name: "Sandbox", active: true }] }),
   });
-  const { organizations } = (await onboarded.json()) as { organizations: Array<{ apiKey: string; id: string }> };
+  const { organizations } = (await onboarded.json()) as {
+    organizations: Array<{ apiKey: string; id: string }>;
+  };
   apiKey = organizations[0]?.apiKey ?? "";
   // The API refuses to save it (its sample takes too long): stored as one saved before that check.
   await storeTemplateIn(stack, organizations[0]?.id ?? "", { name: "endless", code: ENDLESS });

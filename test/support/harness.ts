@@ -10,6 +10,7 @@ import { messages } from "../../db/schema.js";
 import { messageStoreFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
+import * as templateStore from "../../src/channels/email/templates/store.js";
 import type { Providers } from "../../src/channels/index.js";
 import { SimulatorPushProvider } from "../../src/channels/push/providers/simulator.js";
 import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
@@ -19,7 +20,6 @@ import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../..
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
-import * as templateStore from "../../src/channels/email/templates/store.js";
 
 export const silentLogger = pino({ level: "silent" });
 

@@ -14,7 +14,11 @@ import {
  * past the organization's queue, and dropped once their request is given up; the merged subject is
  * one header line.
  */
-const h = createHarness({ AUTH_CACHE_TTL_MS: "0", TEMPLATE_MAX_PER_ORGANIZATION: "3", REQUEST_TIMEOUT_MS: "8000" });
+const h = createHarness({
+  AUTH_CACHE_TTL_MS: "0",
+  TEMPLATE_MAX_PER_ORGANIZATION: "3",
+  REQUEST_TIMEOUT_MS: "8000",
+});
 beforeAll(async () => {
   // The app's sandbox (a module singleton, one per test file): short renders, small queues.
   renderSandbox.configure({ deadlineMs: 400, queuePerOrganization: 2 });
@@ -66,8 +70,14 @@ describe("saving a template: it must render a sample within TEMPLATE_SAVE_RENDER
 
   it("update: the new content is checked the same way; the old content stays", async () => {
     const org = await onboard(h);
-    expect((await create(org.apiKey, { name: "digest", code: nested(2, "<li>{{title}}</li>") })).status).toBe(201);
-    await expectError(await json(org.apiKey, "PUT", `${TEMPLATES}/digest`, { code: ENDLESS }), 422, /took longer/);
+    expect((await create(org.apiKey, { name: "digest", code: nested(2, "<li>{{title}}</li>") })).status).toBe(
+      201,
+    );
+    await expectError(
+      await json(org.apiKey, "PUT", `${TEMPLATES}/digest`, { code: ENDLESS }),
+      422,
+      /took longer/,
+    );
     const stored = (await (await json(org.apiKey, "GET", `${TEMPLATES}/digest`)).json()) as { code: string };
     expect(stored.code).toBe(nested(2, "<li>{{title}}</li>"));
   });
@@ -89,7 +99,9 @@ describe("template count and listing", () => {
     const [org, other] = await Promise.all([onboard(h), onboard(h)]);
     expect((await create(org.apiKey, { name: "a", code: "<p>x</p>" })).status).toBe(201);
     // Three at once for the two places left (three: the save checks' queue here is two long).
-    const answers = await Promise.all(["b", "c", "d"].map((name) => create(org.apiKey, { name, code: "<p>x</p>" })));
+    const answers = await Promise.all(
+      ["b", "c", "d"].map((name) => create(org.apiKey, { name, code: "<p>x</p>" })),
+    );
     const statuses = answers.map((r) => r.status).sort();
     expect(statuses).toEqual([201, 201, 409]);
     const refused = answers.find((r) => r.status === 409);
@@ -100,7 +112,9 @@ describe("template count and listing", () => {
     );
     // Another organization's count is its own; a deletion makes room.
     expect((await create(other.apiKey, { name: "a", code: "<p>x</p>" })).status).toBe(201);
-    const listed = (await (await json(org.apiKey, "GET", TEMPLATES)).json()) as { templates: { name: string }[] };
+    const listed = (await (await json(org.apiKey, "GET", TEMPLATES)).json()) as {
+      templates: { name: string }[];
+    };
     const [first] = listed.templates;
     expect((await json(org.apiKey, "DELETE", `${TEMPLATES}/${first?.name}`)).status).toBe(204);
     expect((await create(org.apiKey, { name: "f", code: "<p>x</p>" })).status).toBe(201);

@@ -382,7 +382,10 @@ describe("DELETE /api/v1/templates/{name}", () => {
     expect(await response.text()).toBe("");
     await expectError(await read(org.apiKey, "goodbye"), 404, /^Template not found$/);
     await expectError(await remove(org.apiKey, "goodbye"), 404, /^Template not found$/);
-    expect(await (await call(org.apiKey, "GET", TEMPLATES)).json()).toEqual({ templates: [], next_cursor: null });
+    expect(await (await call(org.apiKey, "GET", TEMPLATES)).json()).toEqual({
+      templates: [],
+      next_cursor: null,
+    });
     await created(org.apiKey, { name: "goodbye" });
   });
 

@@ -237,7 +237,9 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     const s = sandbox({ deadlineMs: 1000, threads: 2 });
     await s.render(ORDINARY, ordinary("warm"));
     const order: string[] = [];
-    const slow = [1, 2, 3, 4].map((i) => track(order, `A${i}`, s.render(ENDLESS, endless, A)).catch(() => null));
+    const slow = [1, 2, 3, 4].map((i) =>
+      track(order, `A${i}`, s.render(ENDLESS, endless, A)).catch(() => null),
+    );
     const started = Date.now();
     const quick = await track(order, "B", s.render(ORDINARY, ordinary("Bea"), B));
     expect(quick).toMatchObject({ html: "<p>Hello Bea</p>" });
@@ -308,7 +310,9 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     const first = s.render(ENDLESS, endless, { ...A, maxWaitMs: 100 }).catch(() => null);
     await first; // A's renders are now known to take ~400 ms
     const running = s.render(ENDLESS, endless, { ...A, maxWaitMs: 100 }).catch(() => null);
-    const refused = await s.render(ORDINARY, ordinary("Ada"), { ...A, maxWaitMs: 100 }).catch((e: unknown) => e);
+    const refused = await s
+      .render(ORDINARY, ordinary("Ada"), { ...A, maxWaitMs: 100 })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(RenderBusyError);
     expect(await s.render(ORDINARY, ordinary("Bea"), { ...B, maxWaitMs: 100 })).toMatchObject({
       html: "<p>Hello Bea</p>",
@@ -325,11 +329,14 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     await Promise.all(a);
   });
 
-  it("a sample render over its own deadline fails with limit \"time\"; an ordinary template passes", async () => {
+  it('a sample render over its own deadline fails with limit "time"; an ordinary template passes', async () => {
     const s = sandbox({ threads: 2 });
     const fiveDeep = { code: `${"{{#each x}}".repeat(5)}${"{{/each}}".repeat(5)}`, text: null };
     const err = await renderFailure(s.renderSample(fiveDeep, "five", { ...A, deadlineMs: 300 }));
-    expect(err).toMatchObject({ limit: "time", message: 'Template "five": rendering took longer than the limit of 300 ms' });
+    expect(err).toMatchObject({
+      limit: "time",
+      message: 'Template "five": rendering took longer than the limit of 300 ms',
+    });
     await expect(s.renderSample(ORDINARY, "ordinary", { ...A, deadlineMs: 300 })).resolves.toBeUndefined();
   });
 });

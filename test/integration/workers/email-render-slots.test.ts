@@ -48,13 +48,10 @@ afterAll(async () => {
 
 /** The message's final record, and when its final event was written. */
 async function finalOf(apiKey: string, id: string) {
-  const record = await eventually(
-    async () => {
-      const found = (await (await getMessage(h, apiKey, id)).json()) as { status: string; retry_count: number };
-      return ["success", "failed", "rejected"].includes(found.status) ? found : undefined;
-    },
-    30_000,
-  );
+  const record = await eventually(async () => {
+    const found = (await (await getMessage(h, apiKey, id)).json()) as { status: string; retry_count: number };
+    return ["success", "failed", "rejected"].includes(found.status) ? found : undefined;
+  }, 30_000);
   const last = (await eventsOf(h.db, id)).at(-1);
   return { ...record, at: last?.occurredAt.getTime() ?? Number.NaN };
 }

@@ -396,14 +396,17 @@ describe("renderEmail: the merged subject is one header line (decision 0029)", (
   it.each<[MergeLanguage, string]>([
     ["mailchimp", "Hi *|NAME|*!"],
     ["handlebars", "Hi {{NAME}}!"],
-  ])("%s: each run of CR, LF and tabs becomes one space, other control characters are removed", (language, subject) => {
-    const f = fields({
-      language,
-      subject,
-      vars: [{ name: "NAME", content: "Ada\r\nBcc: victim@example.org\r\n\r\n\tX\u0000\u001b\u007f" }],
-    });
-    expect(renderEmail({ code: "", text: null }, f).subject).toBe("Hi Ada Bcc: victim@example.org X!");
-  });
+  ])(
+    "%s: each run of CR, LF and tabs becomes one space, other control characters are removed",
+    (language, subject) => {
+      const f = fields({
+        language,
+        subject,
+        vars: [{ name: "NAME", content: "Ada\r\nBcc: victim@example.org\r\n\r\n\tX\u0000\u001b\u007f" }],
+      });
+      expect(renderEmail({ code: "", text: null }, f).subject).toBe("Hi Ada Bcc: victim@example.org X!");
+    },
+  );
 
   it("a line break merged into the HTML or the text part stays", () => {
     const f = fields({ vars: [{ name: "NAME", content: "a\nb" }] });

@@ -58,7 +58,10 @@ export const createTemplate = defineRoute({
     );
     if (outcome === "exists") throw new ApiError(409, `A template named "${name}" already exists`);
     if (outcome === "limit_reached") {
-      throw new ApiError(409, `The organization already has ${max} templates, the most it may have; delete one first`);
+      throw new ApiError(
+        409,
+        `The organization already has ${max} templates, the most it may have; delete one first`,
+      );
     }
     return c.json(toTemplateRecord(outcome.created), 201);
   },

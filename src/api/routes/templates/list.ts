@@ -1,6 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { templateName, templateSummary, toTemplateSummary } from "../../../channels/email/templates/schemas.js";
+import {
+  templateName,
+  templateSummary,
+  toTemplateSummary,
+} from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
@@ -20,7 +24,8 @@ const query = z.strictObject({
     .string()
     .transform((value, ctx) => {
       const name = decodeCursor(value);
-      if (name === undefined) ctx.addIssue({ code: "custom", message: "is not a cursor this endpoint returned" });
+      if (name === undefined)
+        ctx.addIssue({ code: "custom", message: "is not a cursor this endpoint returned" });
       return name ?? z.NEVER;
     })
     .optional()
@@ -51,7 +56,8 @@ export const listTemplates = defineRoute({
     request: { query },
     responses: {
       200: {
-        description: "One page of templates (an empty list when there are none); `next_cursor` is null on the last page",
+        description:
+          "One page of templates (an empty list when there are none); `next_cursor` is null on the last page",
         content: jsonContent(
           z.object({
             templates: z.array(templateSummary),
@@ -68,7 +74,10 @@ export const listTemplates = defineRoute({
   }),
   async handler(c, deps) {
     const { limit, cursor } = c.req.valid("query");
-    const page = await templateStore.listTemplates(deps.db, c.get("organization").id, { limit, after: cursor });
+    const page = await templateStore.listTemplates(deps.db, c.get("organization").id, {
+      limit,
+      after: cursor,
+    });
     return c.json(
       { templates: page.rows.map(toTemplateSummary), next_cursor: page.next && encodeCursor(page.next) },
       200,

@@ -279,14 +279,17 @@ function sampleData(): object {
   let list: unknown[] = [];
   const isField = (key: string | symbol): key is string =>
     typeof key === "string" && !notAField.has(key) && !(key in Object.prototype);
-  const item: object = new Proxy({}, {
-    get: (target, key) => (isField(key) ? list : Reflect.get(target, key)),
-    has: (target, key) => isField(key) || Reflect.has(target, key),
-    getOwnPropertyDescriptor: (target, key) =>
-      isField(key)
-        ? { value: list, writable: true, enumerable: false, configurable: true }
-        : Reflect.getOwnPropertyDescriptor(target, key),
-  });
+  const item: object = new Proxy(
+    {},
+    {
+      get: (target, key) => (isField(key) ? list : Reflect.get(target, key)),
+      has: (target, key) => isField(key) || Reflect.has(target, key),
+      getOwnPropertyDescriptor: (target, key) =>
+        isField(key)
+          ? { value: list, writable: true, enumerable: false, configurable: true }
+          : Reflect.getOwnPropertyDescriptor(target, key),
+    },
+  );
   list = Array.from({ length: SAMPLE_LIST_LENGTH }, () => item);
   // Printed as a value, a list is one short word, not its items joined.
   Object.defineProperty(list, "toString", { value: () => "sample", enumerable: false });
@@ -295,7 +298,6 @@ function sampleData(): object {
 
 // --- Subject ----------------------------------------------------------------------------------
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
 const LINE_BREAKS = /[\r\n\t\v\f]+/g;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
 const OTHER_CONTROLS = /[\u0000-\u001f\u007f]/g;

@@ -234,7 +234,11 @@ export class RenderSandbox {
    * @throws {TemplateRenderError} with `limit` set, when it ran out of time (`options.deadlineMs`)
    *   or memory, or its result was too long; and as {@link render} otherwise.
    */
-  async renderSample(template: EmailTemplateSource, name: string, options: RenderOptions = {}): Promise<void> {
+  async renderSample(
+    template: EmailTemplateSource,
+    name: string,
+    options: RenderOptions = {},
+  ): Promise<void> {
     const request: RenderRequest = {
       type: "sample",
       template: { code: template.code, text: template.text },
@@ -367,7 +371,9 @@ export class RenderSandbox {
       // The input cannot be copied to the thread (structured clone); it never will be.
       this.#settled(render);
       render.reject(
-        failure(render, `its input could not be passed to the renderer: ${messageOf(error)}`, { cause: error }),
+        failure(render, `its input could not be passed to the renderer: ${messageOf(error)}`, {
+          cause: error,
+        }),
       );
       return;
     }
@@ -478,10 +484,6 @@ export class RenderSandbox {
       }
       this.#turns.clear();
       // Not replaced now: the next render asked for starts the pool again.
-      this.#threads.forEach((other, slot) => {
-        if (other === thread) this.#threads[slot] = undefined;
-      });
-      return this.#next();
     }
     this.#next();
   }

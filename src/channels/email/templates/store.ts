@@ -66,7 +66,9 @@ export async function createTemplateWithinLimit(
   max: number,
 ): Promise<{ created: Template } | "exists" | "limit_reached"> {
   return db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`templates:${organizationId}`}, 0))`);
+    await tx.execute(
+      sql`select pg_advisory_xact_lock(hashtextextended(${`templates:${organizationId}`}, 0))`,
+    );
     const [counted] = await tx
       .select({ count: sql<number>`count(*)::int` })
       .from(templates)
