@@ -19,7 +19,7 @@ export interface NoisyTemplatesResult {
 }
 
 /** Four nested loops: over 200 items, every render takes the sandbox's full deadline (2 s). */
-const SLOW_TEMPLATE = `${"{{#each @root.x}}".repeat(4)}{{this}}${"{{/each}}".repeat(4)}`;
+const SLOW_TEMPLATE = `${"{{#each @root.x}}".repeat(4)}${"{{/each}}".repeat(4)}`;
 const ITEMS = [{ name: "x", content: Array.from({ length: 200 }, (_, i) => i) }];
 const WORKER_CONCURRENCY = 4;
 

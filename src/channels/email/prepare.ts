@@ -37,15 +37,20 @@ export async function prepareEmail(
     };
   }
   let rendered: RenderedEmail;
+  // Past the message's time to live a render still waiting is of no use: it is dropped.
+  const expired = new AbortController();
+  const expiry = setTimeout(
+    () => expired.abort(),
+    Math.max(0, Date.parse(message.expiresAt) - now().getTime()),
+  );
   try {
     // On the sandbox's threads, so a template cannot hold the other jobs' event loop, and in the
     // organization's turn. When its renders ahead would take long, or past the message's time to
     // live, this throws (RenderBusyError, RenderAbandonedError) and the job is handed back.
-    const untilExpiry = Date.parse(message.expiresAt) - now().getTime();
     rendered = await renderSandbox.render(template, fields, {
       organizationId: message.organizationId,
       maxWaitMs: EMAIL_RENDER_MAX_WAIT_MS,
-      signal: AbortSignal.timeout(Math.max(0, untilExpiry)),
+      signal: expired.signal,
     });
   } catch (error) {
     if (!(error instanceof TemplateRenderError)) throw error;
@@ -54,6 +59,8 @@ export async function prepareEmail(
       reason: "template_render_failed",
       error: { class: "rejected", code: "template_render_failed", message: error.message },
     };
+  } finally {
+    clearTimeout(expiry);
   }
   const { from_email, from_name, to } = fields.message;
   const recipients = (type: "to" | "cc" | "bcc"): EmailAddress[] =>
