@@ -52,13 +52,12 @@ afterAll(async () => {
  * an e-mail's `rejected` event carries the time its attempt began, before the render).
  */
 async function finalOf(apiKey: string, id: string) {
-  return eventually(
-    async () => {
-      const found = (await (await getMessage(h, apiKey, id)).json()) as { status: string; retry_count: number };
-      return ["success", "failed", "rejected"].includes(found.status) ? { ...found, at: Date.now() } : undefined;
-    },
-    30_000,
-  );
+  return eventually(async () => {
+    const found = (await (await getMessage(h, apiKey, id)).json()) as { status: string; retry_count: number };
+    return ["success", "failed", "rejected"].includes(found.status)
+      ? { ...found, at: Date.now() }
+      : undefined;
+  }, 30_000);
 }
 
 describe("e-mails waiting for renders do not hold the slots SMS need", () => {

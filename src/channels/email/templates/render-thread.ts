@@ -5,7 +5,7 @@
  */
 import { parentPort } from "node:worker_threads";
 import { renderEmail, renderSample, TemplateRenderError } from "./render.js";
-import type { RenderReply, RenderRequest } from "./sandbox.js";
+import type { RenderReply, RenderRequest } from "./thread.js";
 
 const port = parentPort;
 if (!port) throw new Error("render-thread runs as the template sandbox's worker thread only");

@@ -1,12 +1,12 @@
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { EmailTemplateSource, RenderedEmail, RenderInput } from "./render.js";
-import {
-  RenderAbandonedError,
-  RenderBusyError,
-  type RenderedPart,
-  type RenderLimit,
-  TemplateRenderError,
-} from "./render-error.js";
+import { RenderAbandonedError, type RenderLimit, TemplateRenderError } from "./render-error.js";
+import type { RenderOptions, RenderSandboxOptions, RenderSandboxStats } from "./sandbox-options.js";
+import { type RenderReply, type RenderRequest, startThread } from "./thread.js";
+import { type Organization, Turns } from "./turns.js";
+
+export type { RenderOptions, RenderSandboxOptions, RenderSandboxStats } from "./sandbox-options.js";
+export type { RenderReply, RenderRequest } from "./thread.js";
 
 /** A render still running after this fails, and its thread is replaced. */
 export const RENDER_DEADLINE_MS = 2000;
@@ -21,68 +21,6 @@ export const RENDER_THREADS = 2;
 /** Renders one organization may have waiting for a thread, per process (`TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION`). */
 export const RENDER_QUEUE_PER_ORGANIZATION = 20;
 
-/** What the sandbox sends its thread: one e-mail to render, or a template to try with sample data. */
-export type RenderRequest =
-  | { type: "render"; template: EmailTemplateSource; fields: RenderInput }
-  | { type: "sample"; template: EmailTemplateSource; name: string };
-
-/** What the thread answers: it is ready (once), or one render's result. */
-export type RenderReply =
-  | { type: "ready" }
-  | { type: "rendered"; email: RenderedEmail }
-  | { type: "sampled" }
-  | { type: "failed"; message: string; part: RenderedPart | null; limit?: RenderLimit | undefined };
-
-export interface RenderSandboxOptions {
-  /** Default {@link RENDER_DEADLINE_MS}. */
-  deadlineMs?: number;
-  /** Default {@link RENDER_HEAP_MB}. */
-  heapMb?: number;
-  /** Default {@link RENDER_THREADS}. */
-  threads?: number;
-  /** Default {@link RENDER_QUEUE_PER_ORGANIZATION}. */
-  queuePerOrganization?: number;
-  /**
-   * Renders under way (waiting or running), all organizations together, past which an
-   * organization that already has one under way is refused (an organization with none is always
-   * let in). Default: no such limit. The worker sets it so renders never hold more than half of
-   * its delivery slots.
-   */
-  maxUnderWay?: number;
-}
-
-/** What one render asks for besides the template and its fields. */
-export interface RenderOptions {
-  /** Whose render it is: renders take turns by organization. Default: one shared anonymous owner. */
-  organizationId?: string;
-  /** Aborted: the caller has given up; a render still waiting is dropped and never runs. */
-  signal?: AbortSignal;
-  /**
-   * The longest the caller will wait for a thread. When the organization's renders ahead of this
-   * one are expected to take longer (from how long its recent renders took), it is refused at
-   * once with a {@link RenderBusyError}.
-   */
-  maxWaitMs?: number;
-  /** This render's deadline instead of the sandbox's. */
-  deadlineMs?: number;
-}
-
-export interface RenderSandboxStats {
-  /** Renders handed to a thread. */
-  renders: number;
-  /** Renders ended by the deadline. */
-  timeouts: number;
-  /** Renders ended by the heap limit. */
-  outOfMemory: number;
-  threadsStarted: number;
-  /** Renders refused at once (a {@link RenderBusyError}). */
-  refused: number;
-  /** Renders dropped from the queue because their caller gave up. */
-  abandoned: number;
-  /** Renders waiting for a thread now. */
-  waiting: number;
-}
-
 interface Queued {
   request: RenderRequest;
   name: string;
@@ -92,14 +30,6 @@ interface Queued {
   reject: (error: Error) => void;
   /** Removes the abort listener, if any. */
   release: () => void;
-}
-
-interface Organization {
-  id: string;
-  waiting: Queued[];
-  running: number;
-  /** When it was last served (a count of renders taken); 0: not since it had nothing under way. */
-  lastServed: number;
 }
 
 interface RenderThread {
@@ -113,9 +43,6 @@ interface RenderThread {
    */
   heldBy: Organization | undefined;
 }
-
-/** How many organizations' recent render times are remembered. */
-const REMEMBERED_ORGANIZATIONS = 10_000;
 
 /**
  * Renders e-mails (`renderEmail` in `render.ts`) on threads of their own, so no template and no
@@ -148,15 +75,7 @@ export class RenderSandbox {
   #queuePerOrganization: number;
   #maxUnderWay: number;
   readonly #threads: (RenderThread | undefined)[] = [];
-  /** Organizations with renders waiting or running. */
-  readonly #organizations = new Map<string, Organization>();
-  /** Organizations with renders waiting. */
-  readonly #turns = new Set<Organization>();
-  /** Renders taken from the queues so far: the clock of the turns. */
-  #served = 0;
-  /** Each organization's recent render time, ms (moving average); the oldest entries go first. */
-  readonly #renderMs = new Map<string, number>();
-  #waitingTotal = 0;
+  readonly #turns = new Turns<Queued>();
   #closing = false;
   #whenIdle: (() => void)[] = [];
 
@@ -182,7 +101,7 @@ export class RenderSandbox {
 
   /** Counts since the sandbox was made (a copy). */
   get stats(): RenderSandboxStats {
-    return { ...this.#stats, waiting: this.#waitingTotal };
+    return { ...this.#stats, waiting: this.#turns.waiting };
   }
 
   /** Threads one organization may run on at once: all but one, so another always has one. */
@@ -250,14 +169,18 @@ export class RenderSandbox {
   #enqueue(request: RenderRequest, name: string, options: RenderOptions): Promise<RenderReply> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(abandoned(name));
-    const id = options.organizationId ?? "";
-    const organization = this.#organizations.get(id) ?? { id, waiting: [], running: 0, lastServed: 0 };
-    const refusal = this.#refusal(organization, options.maxWaitMs);
+    const organization = this.#turns.organization(options.organizationId ?? "");
+    const limits = {
+      threadsPerOrganization: this.#threadsPerOrganization,
+      queuePerOrganization: this.#queuePerOrganization,
+      maxUnderWay: this.#maxUnderWay,
+    };
+    const running = this.#threads.filter((thread) => thread?.running).length;
+    const refusal = this.#turns.refusal(organization, limits, running, options.maxWaitMs);
     if (refusal) {
       this.#stats.refused++;
       return Promise.reject(refusal);
     }
-    this.#organizations.set(id, organization);
     return new Promise((resolve, reject) => {
       const render: Queued = {
         request,
@@ -273,47 +196,14 @@ export class RenderSandbox {
         signal.addEventListener("abort", onAbort, { once: true });
         render.release = () => signal.removeEventListener("abort", onAbort);
       }
-      organization.waiting.push(render);
-      this.#waitingTotal++;
-      this.#turns.add(organization);
+      this.#turns.add(render);
       this.#next();
     });
   }
 
-  /** Why the organization may not queue one more render now, if it may not. */
-  #refusal(organization: Organization, maxWaitMs: number | undefined): RenderBusyError | undefined {
-    const ahead = organization.waiting.length + organization.running;
-    const perRenderMs = this.#renderMs.get(organization.id) ?? 0;
-    const expectedWaitMs = Math.ceil(ahead / this.#threadsPerOrganization) * perRenderMs;
-    const retryAfterMs = Math.max(100, Math.min(60_000, expectedWaitMs));
-    if (organization.waiting.length >= this.#queuePerOrganization) {
-      return new RenderBusyError(
-        `Too many renders of this organization's templates are waiting (${organization.waiting.length}); retry shortly`,
-        retryAfterMs,
-      );
-    }
-    const running = this.#threads.filter((thread) => thread?.running).length;
-    if (ahead > 0 && this.#waitingTotal + running >= this.#maxUnderWay) {
-      return new RenderBusyError("Too many renders are waiting; retry shortly", retryAfterMs);
-    }
-    if (maxWaitMs !== undefined && expectedWaitMs > maxWaitMs) {
-      return new RenderBusyError(
-        `This organization's renders ahead would take about ${expectedWaitMs} ms; retry shortly`,
-        retryAfterMs,
-      );
-    }
-    return undefined;
-  }
-
   /** The caller gave up: a render still waiting leaves its queue; one running finishes. */
   #abandon(render: Queued): void {
-    const { organization } = render;
-    const index = organization.waiting.indexOf(render);
-    if (index < 0) return;
-    organization.waiting.splice(index, 1);
-    this.#waitingTotal--;
-    if (organization.waiting.length === 0) this.#turns.delete(organization);
-    this.#forgetIfIdle(organization);
+    if (!this.#turns.remove(render)) return;
     this.#stats.abandoned++;
     render.reject(abandoned(render.name));
     this.#next();
@@ -333,33 +223,14 @@ export class RenderSandbox {
   }
 
   #next(): void {
-    if (this.#waitingTotal > 0) this.#fillPool();
+    if (this.#turns.waiting > 0) this.#fillPool();
     for (const thread of this.#threads) {
       if (!thread?.ready || thread.running) continue;
-      const render = this.#take();
+      const render = this.#turns.take(this.#threadsPerOrganization);
       if (!render) break;
       this.#run(thread, render);
     }
-    if (this.#waitingTotal === 0 && this.#threads.every((t) => !t?.running)) this.#idle();
-  }
-
-  /**
-   * The next render in turn (round-robin): of the organizations with renders waiting that may run
-   * one more, the one served longest ago, or never (a newcomer goes before one just served).
-   */
-  #take(): Queued | undefined {
-    let next: Organization | undefined;
-    for (const organization of this.#turns) {
-      if (organization.running >= this.#threadsPerOrganization) continue;
-      if (!next || organization.lastServed < next.lastServed) next = organization;
-    }
-    const render = next?.waiting.shift();
-    if (!next || !render) return undefined;
-    this.#waitingTotal--;
-    next.running++;
-    next.lastServed = ++this.#served;
-    if (next.waiting.length === 0) this.#turns.delete(next);
-    return render;
+    if (this.#turns.waiting === 0 && this.#threads.every((t) => !t?.running)) this.#idle();
   }
 
   #run(thread: RenderThread, render: Queued): void {
@@ -474,15 +345,10 @@ export class RenderSandbox {
       const failed = new Error(`The template sandbox's thread could not start: ${error.message}`, {
         cause: error,
       });
-      for (const organization of this.#turns) {
-        for (const waiting of organization.waiting.splice(0)) {
-          this.#waitingTotal--;
-          waiting.release();
-          waiting.reject(failed);
-        }
-        this.#forgetIfIdle(organization);
+      for (const waiting of this.#turns.takeAll()) {
+        waiting.release();
+        waiting.reject(failed);
       }
-      this.#turns.clear();
       // Not replaced now: the next render asked for starts the pool again.
     }
     this.#next();
@@ -501,8 +367,7 @@ export class RenderSandbox {
     const thread = this.#start();
     this.#threads[slot] = thread;
     thread.heldBy = organization;
-    organization.running++;
-    this.#organizations.set(organization.id, organization);
+    this.#turns.count(organization, 1);
   }
 
   /** The replacement is ready, or gone: its organization's hold ends. */
@@ -510,8 +375,7 @@ export class RenderSandbox {
     const organization = thread.heldBy;
     if (!organization) return;
     thread.heldBy = undefined;
-    organization.running--;
-    this.#forgetIfIdle(organization);
+    this.#turns.count(organization, -1);
   }
 
   /** Stops listening to the thread and ends it; its slot gets a new one when work comes. */
@@ -528,32 +392,14 @@ export class RenderSandbox {
     if (!running) return undefined;
     clearTimeout(running.deadline);
     const { render } = running;
-    this.#remember(render.organization.id, performance.now() - running.startedAt);
+    this.#turns.remember(render.organization.id, performance.now() - running.startedAt);
     this.#settled(render);
     return render;
   }
 
   #settled(render: Queued): void {
     render.release();
-    render.organization.running--;
-    this.#forgetIfIdle(render.organization);
-  }
-
-  #forgetIfIdle(organization: Organization): void {
-    if (organization.running === 0 && organization.waiting.length === 0) {
-      this.#organizations.delete(organization.id);
-    }
-  }
-
-  #remember(organizationId: string, ms: number): void {
-    const previous = this.#renderMs.get(organizationId);
-    this.#renderMs.delete(organizationId);
-    // A slow render counts at once; fast ones bring the average down over a few renders.
-    this.#renderMs.set(organizationId, previous === undefined ? ms : Math.max(ms, 0.5 * previous + 0.5 * ms));
-    if (this.#renderMs.size > REMEMBERED_ORGANIZATIONS) {
-      const oldest = this.#renderMs.keys().next().value;
-      if (oldest !== undefined) this.#renderMs.delete(oldest);
-    }
+    this.#turns.count(render.organization, -1);
   }
 }
 
@@ -571,18 +417,6 @@ function failure(
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function startThread(heapMb: number): Worker {
-  const resourceLimits = { maxOldGenerationSizeMb: heapMb };
-  const fromSources = import.meta.url.endsWith(".ts");
-  const entry = new URL(`./render-thread.${fromSources ? "ts" : "js"}`, import.meta.url);
-  if (!fromSources) return new Worker(entry, { resourceLimits });
-  // Under vitest or tsx the entry is TypeScript. Node 20 does not apply `--import tsx` from a
-  // worker's execArgv to its entry, so a two-line script registers tsx's loader first.
-  const tsx = import.meta.resolve("tsx/esm/api");
-  const bootstrap = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry.href)}); });`;
-  return new Worker(bootstrap, { eval: true, resourceLimits });
 }
 
 /** The process's sandbox: the web process's previews and the worker's e-mails go through it. */
