@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { noisyTemplatesScenario } from "./lib/noisy-templates.js";
 import { type BenchReport, renderMarkdown } from "./lib/report.js";
 import {
   acceptScenario,
@@ -19,7 +20,7 @@ import { gitRevision, loadAverage, machineInfo, packageVersions } from "./lib/sy
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
- *          e2e,read,priority
+ *          e2e,read,priority,noisy-templates
  *          (default: all)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500
@@ -36,6 +37,7 @@ const SCENARIOS = [
   "e2e",
   "read",
   "priority",
+  "noisy-templates",
 ] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
 /** A hard bound on the whole run: whatever hangs, the processes are stopped and the data removed. */
@@ -156,6 +158,7 @@ async function main(): Promise<void> {
     report.results.read = read;
   }
   report.results.priority = await run("priority", () => priorityScenario(settings));
+  report.results.noisyTemplates = await run("noisy-templates", () => noisyTemplatesScenario(settings));
   report.loadAverageAtEnd = loadAverage();
 
   const directory = join(import.meta.dirname, "results");

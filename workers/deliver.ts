@@ -2,6 +2,7 @@ import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
 import type { Prepared } from "../src/channels/channel.js";
+import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
 import { type Providers, prepareDelivery } from "../src/channels/index.js";
 import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
@@ -48,9 +49,16 @@ const OUTCOME_HOLD_MS = 5 * 60_000;
  */
 export function createDeliveryProcessor(deps: DeliverDeps) {
   const gate = deps.database;
-  /** Gives the job back for later without counting anything: the database is unreachable. */
-  async function handBack(job: Job<DeliveryJobData>, token: string | undefined): Promise<never> {
-    await job.moveToDelayed(Date.now() + (gate?.retryDelayMs ?? 1000), token);
+  /**
+   * Gives the job back for later without counting anything: the database is unreachable, or the
+   * template sandbox will not take the e-mail's render now.
+   */
+  async function handBack(
+    job: Job<DeliveryJobData>,
+    token: string | undefined,
+    delayMs = gate?.retryDelayMs ?? 1000,
+  ): Promise<never> {
+    await job.moveToDelayed(Date.now() + delayMs, token);
     throw new DelayedError();
   }
 
@@ -63,6 +71,17 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
       } catch (error) {
         // Someone else appended to this message first (a stalled job running twice): reload.
         if (error instanceof ConcurrencyError && reload < MAX_CONFLICT_RELOADS) continue;
+        // The organization's renders are queued up (or the message's time to live passed while
+        // its render waited): nothing was recorded, and waiting here would hold a delivery slot
+        // that another organization's SMS needs. Jitter spreads a burst's returns.
+        if (error instanceof RenderBusyError) {
+          deps.logger.debug(
+            { messageId: job.data.messageId, err: error },
+            "render queue busy: job handed back",
+          );
+          return handBack(job, token, Math.round(error.retryAfterMs * (1 + deps.random())));
+        }
+        if (error instanceof RenderAbandonedError) return handBack(job, token, 0);
         // Only database calls throw in there (the provider never does), so this is Postgres.
         if (gate?.reportFailure(error)) return handBack(job, token);
         throw error;

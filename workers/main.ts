@@ -94,6 +94,12 @@ async function main(): Promise<void> {
     onAvailable: resumeWhenHealthy,
   });
   const providers = await createProviders(config);
+  // E-mails waiting for a render hold delivery slots: at most half of them (decision 0029).
+  renderSandbox.configure({
+    threads: config.TEMPLATE_RENDER_THREADS,
+    queuePerOrganization: config.TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION,
+    maxUnderWay: Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2)),
+  });
   const processor = createDeliveryProcessor({
     db,
     store: createDeliveryStore(sql),

@@ -1,3 +1,4 @@
+import type { NoisyTemplatesResult } from "./noisy-templates.js";
 import type { EndToEndResult, LoadScenarioResult, PeakRss, PriorityResult, ReadResult } from "./scenarios.js";
 import type { MachineInfo } from "./system.js";
 
@@ -21,6 +22,7 @@ export interface BenchReport {
     endToEnd?: EndToEndResult;
     read?: ReadResult;
     priority?: PriorityResult;
+    noisyTemplates?: NoisyTemplatesResult;
   };
   loadAverageAtEnd: number[];
 }
@@ -37,8 +39,24 @@ const fmt = (v: number | undefined, digits = 0) =>
 
 /** The issue's targets, checked against whatever scenarios ran. */
 export function targets(report: BenchReport): Target[] {
-  const { ceiling, accept64, accept256, endToEnd, priority, read } = report.results;
+  const { ceiling, accept64, accept256, endToEnd, priority, read, noisyTemplates } = report.results;
   const list: Target[] = [];
+  if (noisyTemplates) {
+    list.push(
+      {
+        what: "noisy templates: the other tenant's preview p99",
+        measured: `${fmt(noisyTemplates.preview.p99, 1)} ms`,
+        target: "≤ 200 ms",
+        met: noisyTemplates.preview.p99 <= 200 && noisyTemplates.preview.errors === 0,
+      },
+      {
+        what: "noisy templates: the other tenant's OTP SMS accept→success p99",
+        measured: `${fmt(noisyTemplates.otp.p99, 1)} ms`,
+        target: "≤ 500 ms",
+        met: noisyTemplates.otp.p99 <= 500 && noisyTemplates.otp.byStatus.success === noisyTemplates.otp.sent,
+      },
+    );
+  }
   if (accept64) {
     list.push(
       {
@@ -220,6 +238,16 @@ export function renderMarkdown(report: BenchReport): string {
         `OTP accept→final p50 ${fmt(p.otp.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(p.otp.events.acceptToFinalMs.p99)} ms**, ` +
         `max ${fmt(p.otp.events.acceptToFinalMs.max)} ms (accepted → first attempt p50 ${fmt(p.otp.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(p.otp.events.acceptToFirstAttemptMs.p99)} ms); ` +
         `the ${fmt(p.otp.underFlood.messages)} OTPs accepted before the last low message was final: p50 ${fmt(p.otp.underFlood.acceptToFinalMs.p50)} ms, p99 ${fmt(p.otp.underFlood.acceptToFinalMs.p99)} ms; flood drained ${p.floodDrainS === null ? "not within the bound" : `${p.floodDrainS} s after the worker started`}.`,
+      "",
+    );
+  }
+  const noisy = results.noisyTemplates;
+  if (noisy) {
+    lines.push(
+      `Noisy templates (${noisy.durationS} s, WORKER_CONCURRENCY=${noisy.workerConcurrency}): tenant A kept ${noisy.attacker.previewsInFlight} previews of a template that takes the full render deadline in flight ` +
+        `(answers ${JSON.stringify(noisy.attacker.previewStatuses)}) and sent ${fmt(noisy.attacker.emailsSent)} such e-mails (${JSON.stringify(noisy.attacker.emailsByStatus)}); ` +
+        `tenant B's trivial preview: ${fmt(noisy.preview.requests)} requests, ${fmt(noisy.preview.errors)} errors, p50 ${fmt(noisy.preview.p50, 1)} ms, **p99 ${fmt(noisy.preview.p99, 1)} ms**, max ${fmt(noisy.preview.max, 1)} ms; ` +
+        `B's OTP SMS: ${fmt(noisy.otp.sent)} sent (${JSON.stringify(noisy.otp.byStatus)}), accept→success p50 ${fmt(noisy.otp.p50, 1)} ms, **p99 ${fmt(noisy.otp.p99, 1)} ms**, max ${fmt(noisy.otp.max, 1)} ms.`,
       "",
     );
   }

@@ -32,6 +32,10 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
 
+  renderSandbox.configure({
+    threads: config.TEMPLATE_RENDER_THREADS,
+    queuePerOrganization: config.TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION,
+  });
   const ownMetrics = createMetrics({ process: "web", queue, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;

@@ -169,6 +169,14 @@ export const configSchema = z.object({
   WORKER_STALLED_INTERVAL_MS: int(500, 600_000).default(30_000),
   /** While Postgres is unreachable the worker pauses and probes it this often. */
   DATABASE_PROBE_INTERVAL_MS: int(50, 60_000).default(1000),
+  /** Template render threads per web and worker process; an organization runs on all but one (decision 0029). */
+  TEMPLATE_RENDER_THREADS: int(1, 32).default(2),
+  /** Renders one organization may have waiting per process; more are refused (preview 429, e-mail handed back). */
+  TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION: int(1, 10_000).default(20),
+  /** The time a template may take to render a sample when it is saved; slower: 422. */
+  TEMPLATE_SAVE_RENDER_BUDGET_MS: int(50, 2000).default(500),
+  /** Templates one organization may have; a create beyond: 409. */
+  TEMPLATE_MAX_PER_ORGANIZATION: int(1, 1_000_000).default(1000),
 });
 
 type Parsed = z.infer<typeof configSchema>;

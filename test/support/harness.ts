@@ -10,6 +10,7 @@ import { messages } from "../../db/schema.js";
 import { messageStoreFor, verifiedSendersFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
+import * as templateStore from "../../src/channels/email/templates/store.js";
 import type { Providers } from "../../src/channels/index.js";
 import { SimulatorPushProvider } from "../../src/channels/push/providers/simulator.js";
 import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
@@ -204,6 +205,24 @@ export async function createTemplate(
   });
   if (response.status !== 201)
     throw new Error(`template not created: ${response.status} ${await response.text()}`);
+}
+
+/**
+ * Stores a template without the API's save check (decision 0029): one saved before that check
+ * existed, or one that renders its sample in time and is slow only with a send's real data.
+ */
+export async function storeTemplateDirectly(
+  harness: Harness,
+  organizationId: string,
+  template: { name: string; code: string; text?: string },
+) {
+  const created = await templateStore.createTemplate(
+    harness.db,
+    organizationId,
+    { name: template.name, code: template.code, text: template.text ?? null },
+    new Date(),
+  );
+  if (!created) throw new Error(`template ${template.name} already exists`);
 }
 
 export function getMessage(harness: Harness, apiKey: string, messageId: string) {

@@ -3,8 +3,10 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { createDatabase } from "../../db/client.js";
 import { dropDatabase } from "../../db/migrate.js";
 import { GENEROUS_LIMITS } from "./limits.js";
+import { createTemplate } from "../../src/channels/email/templates/store.js";
 
 const root = join(import.meta.dirname, "..", "..");
 
@@ -81,6 +83,8 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
 export interface ProcfileStack {
   /** e.g. "http://127.0.0.1:41234": the web process. */
   base: string;
+  /** The stack's own database. */
+  databaseUrl: string;
   web: RunningProcess;
   worker: RunningProcess;
   /** Kills what still runs and drops the stack's database. */
@@ -115,6 +119,7 @@ export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Reco
   await waitForHttp(`${base}/healthz`);
   return {
     base,
+    databaseUrl: databaseUrl.toString(),
     web,
     worker,
     async close() {
@@ -122,4 +127,21 @@ export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Reco
       await dropDatabase(databaseUrl.toString());
     },
   } satisfies ProcfileStack;
+}
+
+/**
+ * Stores a template straight into a stack's database, past the API's save check (decision 0029):
+ * one saved before that check existed, or one slow only with a send's real data.
+ */
+export async function storeTemplateIn(
+  stack: Pick<ProcfileStack, "databaseUrl">,
+  organizationId: string,
+  template: { name: string; code: string },
+): Promise<void> {
+  const { db, sql } = createDatabase({ url: stack.databaseUrl, poolSize: 1 });
+  try {
+    await createTemplate(db, organizationId, { ...template, text: null }, new Date());
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }

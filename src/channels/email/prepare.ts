@@ -6,13 +6,21 @@ import { renderSandbox } from "./templates/sandbox.js";
 import { findTemplate } from "./templates/store.js";
 
 /**
+ * The longest an e-mail's delivery waits for its organization's renders ahead of it: beyond, the
+ * job is handed back instead of holding a delivery slot that SMS and push need (decision 0029).
+ */
+export const EMAIL_RENDER_MAX_WAIT_MS = 1000;
+
+/**
  * Renders an e-mail from its organization's template; a template that is missing or does not
  * render makes the message rejected before the provider is called. Throws only when the database
- * does, or when the template sandbox cannot start its thread (both worth retrying).
+ * does, when the template sandbox cannot start its thread, or when it will not take the render
+ * now (a RenderBusyError, or a RenderAbandonedError past the message's time to live): all worth
+ * trying again later, none an attempt.
  */
 export async function prepareEmail(
   message: MessageOf<"email">,
-  { db, provider }: PrepareDeps<EmailMessage>,
+  { db, provider, now }: PrepareDeps<EmailMessage>,
 ): Promise<Prepared> {
   const fields = message.email;
   // Rendered at each attempt from the template as it is now: an edit reaches unsent messages.
@@ -29,9 +37,21 @@ export async function prepareEmail(
     };
   }
   let rendered: RenderedEmail;
+  // Past the message's time to live a render still waiting is of no use: it is dropped.
+  const expired = new AbortController();
+  const expiry = setTimeout(
+    () => expired.abort(),
+    Math.max(0, Date.parse(message.expiresAt) - now().getTime()),
+  );
   try {
-    // On the sandbox's thread, so a template cannot hold the other jobs' event loop.
-    rendered = await renderSandbox.render(template, fields);
+    // On the sandbox's threads, so a template cannot hold the other jobs' event loop, and in the
+    // organization's turn. When its renders ahead would take long, or past the message's time to
+    // live, this throws (RenderBusyError, RenderAbandonedError) and the job is handed back.
+    rendered = await renderSandbox.render(template, fields, {
+      organizationId: message.organizationId,
+      maxWaitMs: EMAIL_RENDER_MAX_WAIT_MS,
+      signal: expired.signal,
+    });
   } catch (error) {
     if (!(error instanceof TemplateRenderError)) throw error;
     return {
@@ -39,6 +59,8 @@ export async function prepareEmail(
       reason: "template_render_failed",
       error: { class: "rejected", code: "template_render_failed", message: error.message },
     };
+  } finally {
+    clearTimeout(expiry);
   }
   const { from_email, from_name, to } = fields.message;
   const recipients = (type: "to" | "cc" | "bcc"): EmailAddress[] =>

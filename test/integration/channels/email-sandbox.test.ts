@@ -7,6 +7,7 @@ import {
   renderEmail,
   TemplateRenderError,
 } from "../../../src/channels/email/templates/render.js";
+import { RenderAbandonedError, RenderBusyError } from "../../../src/channels/email/templates/render-error.js";
 import { RENDER_HEAP_MB, RenderSandbox } from "../../../src/channels/email/templates/sandbox.js";
 
 type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];
@@ -142,7 +143,8 @@ describe("RenderSandbox: limits", () => {
     expect(slow.status === "rejected" && (slow.reason as TemplateRenderError).part).toBeNull();
     expect(next).toMatchObject({ status: "fulfilled", value: { html: "<p>Hello Ada</p>" } });
     expect(last).toMatchObject({ status: "fulfilled", value: { html: "<p>Hello Bob</p>" } });
-    expect(s.stats).toMatchObject({ renders: 4, timeouts: 1, threadsStarted: 2 });
+    // The pool's two, and the one that replaced the thread the deadline ended.
+    expect(s.stats).toMatchObject({ renders: 4, timeouts: 1, threadsStarted: 3 });
   });
 
   it("the caller's event loop stays free while a render runs", async () => {
@@ -170,16 +172,16 @@ describe("RenderSandbox: limits", () => {
     );
     expect(err.part).toBeNull();
     expect(await s.render(ORDINARY, ordinary("Ada"))).toEqual(renderEmail(ORDINARY, ordinary("Ada")));
-    expect(s.stats).toMatchObject({ renders: 2, outOfMemory: 1, timeouts: 0, threadsStarted: 2 });
+    expect(s.stats).toMatchObject({ renders: 2, outOfMemory: 1, timeouts: 0, threadsStarted: 3 });
   });
 });
 
 describe("RenderSandbox: threads", () => {
-  it("starts no thread until the first render, and one for many renders", async () => {
+  it("starts no thread until the first render, then the pool's threads, and no more for many renders", async () => {
     const s = sandbox();
     expect(s.stats.threadsStarted).toBe(0);
     await Promise.all(["a", "b", "c"].map((name) => s.render(ORDINARY, ordinary(name))));
-    expect(s.stats).toMatchObject({ threadsStarted: 1, renders: 3 });
+    expect(s.stats).toMatchObject({ threadsStarted: 2, renders: 3 });
   });
 
   it("close waits for the renders asked for, and a render asked for afterwards still runs", async () => {
@@ -194,8 +196,8 @@ describe("RenderSandbox: threads", () => {
     expect(slowSettled).toBe(true);
     expect(await slow).toBeInstanceOf(TemplateRenderError);
     expect(await s.render(ORDINARY, ordinary("late"))).toMatchObject({ html: "<p>Hello late</p>" });
-    // The first; none replaces it until asked; then one for the late render, ended with it.
-    expect(s.stats.threadsStarted).toBe(2);
+    // The pool's two; none replaces them until asked; then two for the late render, ended with it.
+    expect(s.stats.threadsStarted).toBe(4);
   });
 
   it("works from the compiled build (dist/), as the Procfile runs it", async () => {
@@ -212,5 +214,129 @@ describe("RenderSandbox: threads", () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe("RenderSandbox: fair between organizations (decision 0029)", () => {
+  const A = { organizationId: "org-a" };
+  const B = { organizationId: "org-b" };
+  /** Settles with the order in which renders finished, by label. */
+  const track = (order: string[], label: string, rendering: Promise<unknown>) =>
+    rendering.then(
+      (value) => {
+        order.push(label);
+        return value;
+      },
+      (error: unknown) => {
+        order.push(label);
+        throw error;
+      },
+    );
+
+  it("one organization's slow renders never sit in front of another's: it runs on all threads but one", async () => {
+    const s = sandbox({ deadlineMs: 1000, threads: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const order: string[] = [];
+    const slow = [1, 2, 3, 4].map((i) =>
+      track(order, `A${i}`, s.render(ENDLESS, endless, A)).catch(() => null),
+    );
+    const started = Date.now();
+    const quick = await track(order, "B", s.render(ORDINARY, ordinary("Bea"), B));
+    expect(quick).toMatchObject({ html: "<p>Hello Bea</p>" });
+    expect(Date.now() - started).toBeLessThan(1000); // A's first render alone takes 1000
+    await Promise.all(slow);
+    expect(order).toEqual(["B", "A1", "A2", "A3", "A4"]);
+  });
+
+  it("the thread replacing one an organization's render ended counts as that organization's until it is ready", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const first = s.render(ENDLESS, endless, A);
+    const second = s.render(ENDLESS, endless, A).catch(() => null);
+    await renderFailure(first);
+    // A's second render did not take the other, ready thread: it is left to other organizations
+    // while A's replacement starts.
+    expect(s.stats).toMatchObject({ renders: 2, waiting: 1 });
+    const started = Date.now();
+    expect(await s.render(ORDINARY, ordinary("Bea"), B)).toMatchObject({ html: "<p>Hello Bea</p>" });
+    expect(Date.now() - started).toBeLessThan(300);
+    await second;
+    expect(s.stats).toMatchObject({ renders: 4, timeouts: 2 });
+  });
+
+  it("with one thread, organizations take turns: B's render runs after A's current one, before A's next", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 1 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const order: string[] = [];
+    const a = [1, 2, 3].map((i) => track(order, `A${i}`, s.render(ENDLESS, endless, A)).catch(() => null));
+    const b = track(order, "B", s.render(ORDINARY, ordinary("Bea"), B));
+    await Promise.all([...a, b]);
+    expect(order).toEqual(["A1", "B", "A2", "A3"]);
+  });
+
+  it("over the organization's queue cap a render is refused at once; other organizations are not", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2, queuePerOrganization: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const taken = [1, 2, 3].map(() => s.render(ENDLESS, endless, A).catch(() => null)); // 1 runs, 2 wait
+    const refused = await s.render(ORDINARY, ordinary("Ada"), A).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(RenderBusyError);
+    expect((refused as RenderBusyError).retryAfterMs).toBeGreaterThanOrEqual(100);
+    expect(await s.render(ORDINARY, ordinary("Bea"), B)).toMatchObject({ html: "<p>Hello Bea</p>" });
+    await Promise.all(taken);
+    expect(s.stats.refused).toBe(1);
+  });
+
+  it("a render whose caller gave up is dropped from the queue and never runs", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const running = s.render(ENDLESS, endless, A).catch(() => null);
+    const caller = new AbortController();
+    const waiting = s.render(ORDINARY, ordinary("Ada"), { ...A, signal: caller.signal });
+    caller.abort();
+    await expect(waiting).rejects.toBeInstanceOf(RenderAbandonedError);
+    await running;
+    expect(s.stats).toMatchObject({ renders: 2, abandoned: 1 }); // the warm-up and the slow one
+    const gone = new AbortController();
+    gone.abort();
+    await expect(s.render(ORDINARY, ordinary("x"), { signal: gone.signal })).rejects.toBeInstanceOf(
+      RenderAbandonedError,
+    );
+  });
+
+  it("an organization whose renders take long is refused when its wait would pass the caller's maxWaitMs", async () => {
+    const s = sandbox({ deadlineMs: 400, threads: 2 });
+    await s.render(ORDINARY, ordinary("warm"), A);
+    // Nothing of A's ahead: taken whatever A's renders cost.
+    const first = s.render(ENDLESS, endless, { ...A, maxWaitMs: 100 }).catch(() => null);
+    await first; // A's renders are now known to take ~400 ms
+    const running = s.render(ENDLESS, endless, { ...A, maxWaitMs: 100 }).catch(() => null);
+    const refused = await s
+      .render(ORDINARY, ordinary("Ada"), { ...A, maxWaitMs: 100 })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(RenderBusyError);
+    expect(await s.render(ORDINARY, ordinary("Bea"), { ...B, maxWaitMs: 100 })).toMatchObject({
+      html: "<p>Hello Bea</p>",
+    });
+    await running;
+  });
+
+  it("past the total of renders under way an organization with renders under way is refused, one with none is let in", async () => {
+    const s = sandbox({ deadlineMs: 300, threads: 2, maxUnderWay: 2 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const a = [1, 2].map(() => s.render(ENDLESS, endless, A).catch(() => null)); // 1 runs, 1 waits
+    await expect(s.render(ORDINARY, ordinary("Ada"), A)).rejects.toBeInstanceOf(RenderBusyError);
+    expect(await s.render(ORDINARY, ordinary("Bea"), B)).toMatchObject({ html: "<p>Hello Bea</p>" });
+    await Promise.all(a);
+  });
+
+  it('a sample render over its own deadline fails with limit "time"; an ordinary template passes', async () => {
+    const s = sandbox({ threads: 2 });
+    const fiveDeep = { code: `${"{{#each x}}".repeat(5)}${"{{/each}}".repeat(5)}`, text: null };
+    const err = await renderFailure(s.renderSample(fiveDeep, "five", { ...A, deadlineMs: 300 }));
+    expect(err).toMatchObject({
+      limit: "time",
+      message: 'Template "five": rendering took longer than the limit of 300 ms',
+    });
+    await expect(s.renderSample(ORDINARY, "ordinary", { ...A, deadlineMs: 300 })).resolves.toBeUndefined();
   });
 });

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { EmailTemplateFields, MergeLanguage } from "../../../src/channels/email/content.js";
-import { renderEmail, TemplateRenderError } from "../../../src/channels/email/templates/render.js";
+import {
+  renderEmail,
+  renderSample,
+  SAMPLE_LIST_LENGTH,
+  TemplateRenderError,
+} from "../../../src/channels/email/templates/render.js";
 import { renderFailure } from "../../support/render-failure.js";
 
 type MergeVars = EmailTemplateFields["message"]["global_merge_vars"];
@@ -384,5 +389,47 @@ describe("renderEmail: text part", () => {
 
   it("the subject is rendered even when the template has no merge tags", () => {
     expect(renderEmail({ code: "<p>x</p>", text: null }, fields({ subject: "Plain" })).subject).toBe("Plain");
+  });
+});
+
+describe("renderEmail: the merged subject is one header line (decision 0029)", () => {
+  it.each<[MergeLanguage, string]>([
+    ["mailchimp", "Hi *|NAME|*!"],
+    ["handlebars", "Hi {{NAME}}!"],
+  ])(
+    "%s: each run of CR, LF and tabs becomes one space, other control characters are removed",
+    (language, subject) => {
+      const f = fields({
+        language,
+        subject,
+        vars: [{ name: "NAME", content: "Ada\r\nBcc: victim@example.org\r\n\r\n\tX\u0000\u001b\u007f" }],
+      });
+      expect(renderEmail({ code: "", text: null }, f).subject).toBe("Hi Ada Bcc: victim@example.org X!");
+    },
+  );
+
+  it("a line break merged into the HTML or the text part stays", () => {
+    const f = fields({ vars: [{ name: "NAME", content: "a\nb" }] });
+    const email = renderEmail({ code: "<p>*|NAME|*</p>", text: "*|NAME|*" }, f);
+    expect(email.html).toBe("<p>a\nb</p>");
+    expect(email.text).toBe("a\nb");
+  });
+});
+
+describe("renderSample: what a save checks", () => {
+  const nested = (depth: number, body = "") =>
+    `${"{{#each @root.items}}".repeat(depth)}${body}${"{{/each}}".repeat(depth)}`;
+
+  it("an ordinary template, a Mailchimp one and one with a Handlebars error all pass", () => {
+    expect(() => renderSample({ code: "<p>Hello {{name}}</p>", text: null }, "t")).not.toThrow();
+    expect(() => renderSample({ code: "<p>*|FNAME|* {{#if}}</p>", text: "*|FNAME|*" }, "t")).not.toThrow();
+    expect(() => renderSample({ code: nested(2, "<li>{{title}}</li>"), text: null }, "t")).not.toThrow();
+  });
+
+  it(`every {{#each}}, however nested, loops over ${SAMPLE_LIST_LENGTH} items`, () => {
+    // 3 deep printing 160 characters: 30^3 · 160, just over the rendered e-mail's limit.
+    const err = renderFailure(() => renderSample({ code: nested(3, "x".repeat(160)), text: null }, "t"));
+    expect(err.limit).toBe("length");
+    expect(err.message).toMatch(/longer than 4194304 characters/);
   });
 });

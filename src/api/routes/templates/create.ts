@@ -6,7 +6,13 @@ import { ApiError } from "../../../http/errors.js";
 import { parseJsonBody } from "../../../http/json-body.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
-import { contentFields, storedContent, TEMPLATE_BODY } from "./one-template.js";
+import {
+  assertRendersWithinBudget,
+  contentFields,
+  SAVE_RENDER_ERRORS,
+  storedContent,
+  TEMPLATE_BODY,
+} from "./one-template.js";
 
 const body = z.strictObject({ name: templateName, ...contentFields });
 
@@ -29,7 +35,10 @@ export const createTemplate = defineRoute({
           400: "Malformed JSON, a field that breaks the schema (a bad `name`, an empty or oversized `code` or `text`), or an unknown field (named)",
         },
         API_KEY_ERRORS,
-        { 409: "The organization already has a template of that name" },
+        {
+          409: "The organization already has a template of that name, or as many templates as it may have (`TEMPLATE_MAX_PER_ORGANIZATION`)",
+        },
+        SAVE_RENDER_ERRORS,
         TEMPLATE_BODY.errors,
         SERVER_ERRORS,
       ),
@@ -38,13 +47,22 @@ export const createTemplate = defineRoute({
   async handler(c, deps) {
     const { name, ...content } = await parseJsonBody(c, body);
     const template = { name, ...storedContent(content) };
-    const created = await templateStore.createTemplate(
+    await assertRendersWithinBudget(c, deps, name, template);
+    const max = deps.config.TEMPLATE_MAX_PER_ORGANIZATION;
+    const outcome = await templateStore.createTemplateWithinLimit(
       deps.db,
       c.get("organization").id,
       template,
       deps.now(),
+      max,
     );
-    if (!created) throw new ApiError(409, `A template named "${name}" already exists`);
-    return c.json(toTemplateRecord(created), 201);
+    if (outcome === "exists") throw new ApiError(409, `A template named "${name}" already exists`);
+    if (outcome === "limit_reached") {
+      throw new ApiError(
+        409,
+        `The organization already has ${max} templates, the most it may have; delete one first`,
+      );
+    }
+    return c.json(toTemplateRecord(outcome.created), 201);
   },
 });

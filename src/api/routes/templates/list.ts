@@ -1,9 +1,47 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import { templateSummary, toTemplateSummary } from "../../../channels/email/templates/schemas.js";
+import {
+  templateName,
+  templateSummary,
+  toTemplateSummary,
+} from "../../../channels/email/templates/schemas.js";
 import * as templateStore from "../../../channels/email/templates/store.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
+
+const LIMIT_ERROR = "must be an integer from 1 to 1000";
+
+// Strict, as the messages listing: a misspelt parameter is a 400, not silently ignored.
+const query = z.strictObject({
+  limit: z.coerce
+    .number({ error: LIMIT_ERROR })
+    .int(LIMIT_ERROR)
+    .min(1, LIMIT_ERROR)
+    .max(1000, LIMIT_ERROR)
+    .default(100)
+    .meta({ description: "Templates per page" }),
+  cursor: z
+    .string()
+    .transform((value, ctx) => {
+      const name = decodeCursor(value);
+      if (name === undefined)
+        ctx.addIssue({ code: "custom", message: "is not a cursor this endpoint returned" });
+      return name ?? z.NEVER;
+    })
+    .optional()
+    .meta({ description: "The previous page's `next_cursor`" }),
+});
+
+/** The cursor clients see: opaque, base64url of the page's last name. */
+function encodeCursor(name: string): string {
+  return Buffer.from(name).toString("base64url");
+}
+
+function decodeCursor(value: string): string | undefined {
+  if (!/^[A-Za-z0-9_-]+$/.test(value)) return undefined;
+  const name = Buffer.from(value, "base64url").toString("utf8");
+  return templateName.safeParse(name).success ? name : undefined;
+}
 
 export const listTemplates = defineRoute({
   auth: "api-key",
@@ -13,18 +51,36 @@ export const listTemplates = defineRoute({
     tags: ["Templates"],
     summary: "List the organization's e-mail templates",
     description:
-      "Every template, by name in byte (ASCII) order: digits, then upper case, then lower case. " +
+      "By name in byte (ASCII) order (digits, then upper case, then lower case), a page at a time. " +
       "Names and timestamps only; read a template for its content.",
+    request: { query },
     responses: {
       200: {
-        description: "All the organization's templates; an empty list when it has none",
-        content: jsonContent(z.object({ templates: z.array(templateSummary) })),
+        description:
+          "One page of templates (an empty list when there are none); `next_cursor` is null on the last page",
+        content: jsonContent(
+          z.object({
+            templates: z.array(templateSummary),
+            next_cursor: z.string().nullable().meta({ description: "Pass as `cursor` for the next page" }),
+          }),
+        ),
       },
-      ...errorResponses(API_KEY_ERRORS, SERVER_ERRORS),
+      ...errorResponses(
+        { 400: "A bad `limit` or `cursor`, or an unknown query parameter" },
+        API_KEY_ERRORS,
+        SERVER_ERRORS,
+      ),
     },
   }),
   async handler(c, deps) {
-    const rows = await templateStore.listTemplates(deps.db, c.get("organization").id);
-    return c.json({ templates: rows.map(toTemplateSummary) }, 200);
+    const { limit, cursor } = c.req.valid("query");
+    const page = await templateStore.listTemplates(deps.db, c.get("organization").id, {
+      limit,
+      after: cursor,
+    });
+    return c.json(
+      { templates: page.rows.map(toTemplateSummary), next_cursor: page.next && encodeCursor(page.next) },
+      200,
+    );
   },
 });

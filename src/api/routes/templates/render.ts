@@ -17,7 +17,13 @@ import { ApiError } from "../../../http/errors.js";
 import { parseJsonBody } from "../../../http/json-body.js";
 import { JSON_BODY_ERRORS, jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
-import { noSuchTemplate, oneTemplateErrors, templateNameParams } from "./one-template.js";
+import {
+  noSuchTemplate,
+  oneTemplateErrors,
+  renderOptionsFor,
+  renderRefusal,
+  templateNameParams,
+} from "./one-template.js";
 
 const body = z.strictObject({
   subject: emailSubject
@@ -61,6 +67,9 @@ export const renderTemplate = defineRoute({
           422:
             "The template cannot be rendered (e.g. a Handlebars syntax error, or the render takes more than " +
             `${RENDER_DEADLINE_MS} ms or ${RENDER_HEAP_MB} MB); the reason says where`,
+          429:
+            "Too many renders of the organization's templates are waiting, or they would take longer than the request may; " +
+            "`Retry-After` says when to retry. Each organization's renders take turns with the others'",
         },
         {
           429:
@@ -77,16 +86,17 @@ export const renderTemplate = defineRoute({
     if (!template) throw noSuchTemplate();
     try {
       const { subject = "", template_content, merge_language, global_merge_vars } = request;
-      // On the sandbox's thread: a template can neither hold this process nor take its heap.
-      const email = await renderSandbox.render(template, {
-        template_name: name,
-        template_content,
-        message: { subject, merge_language, global_merge_vars },
-      });
+      // On the sandbox's threads, in the organization's turn: a template can neither hold this
+      // process nor take its heap, nor keep another organization's previews waiting.
+      const email = await renderSandbox.render(
+        template,
+        { template_name: name, template_content, message: { subject, merge_language, global_merge_vars } },
+        renderOptionsFor(c, deps),
+      );
       return c.json(email, 200);
     } catch (error) {
       if (error instanceof TemplateRenderError) throw new ApiError(422, error.message);
-      throw error;
+      throw renderRefusal(error);
     }
   },
 });

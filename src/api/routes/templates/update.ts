@@ -6,9 +6,11 @@ import { parseJsonBody } from "../../../http/json-body.js";
 import { jsonContent } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
 import {
+  assertRendersWithinBudget,
   contentFields,
   noSuchTemplate,
   oneTemplateErrors,
+  SAVE_RENDER_ERRORS,
   storedContent,
   TEMPLATE_BODY,
   templateNameParams,
@@ -37,6 +39,7 @@ export const updateTemplate = defineRoute({
       ...oneTemplateErrors(
         "A bad `name` in the path, malformed JSON, a field that breaks the schema, or an unknown field (named; `name` included)",
         TEMPLATE_BODY.errors,
+        SAVE_RENDER_ERRORS,
       ),
     },
   }),
@@ -44,6 +47,7 @@ export const updateTemplate = defineRoute({
     const { name } = c.req.valid("param");
     const content = storedContent(await parseJsonBody(c, body));
     const organizationId = c.get("organization").id;
+    await assertRendersWithinBudget(c, deps, name, content);
     const updated = await templateStore.updateTemplate(deps.db, organizationId, name, content, deps.now());
     if (!updated) throw noSuchTemplate();
     return c.json(toTemplateRecord(updated), 200);

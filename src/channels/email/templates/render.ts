@@ -56,8 +56,47 @@ export interface RenderedEmail {
  *   the HTML parser or the text conversion (a stack overflow), or a result over the size limit.
  */
 export function renderEmail(template: EmailTemplateSource, fields: RenderInput): RenderedEmail {
+  const { message } = fields;
+  return renderWith(template, fields, mergerFor(message.merge_language, message.global_merge_vars));
+}
+
+/**
+ * How many items each list has in {@link renderSample}'s data: a long order or digest. Loops
+ * nested four deep (810,000 iterations) still render within the save budget when they print
+ * nothing, and fill the rendered e-mail's limit when they print a little; five deep do not.
+ */
+export const SAMPLE_LIST_LENGTH = 30;
+
+/**
+ * Renders the template the way a save checks it (docs/decisions/0029): once as Handlebars with
+ * data where every name is a list of {@link SAMPLE_LIST_LENGTH} items whose every field is such a
+ * list again (so each `{{#each}}`, however nested, loops over a sample list), once as Mailchimp
+ * with no variables. Template errors are not its business (a Mailchimp template need not be valid
+ * Handlebars; a missing variable is a send's problem): only the limits decide, the rendered
+ * length ({@link MAX_RENDERED_LENGTH}, rethrown) and what the sandbox measures around it, the
+ * time and the memory it takes.
+ */
+export function renderSample(template: EmailTemplateSource, name: string): void {
+  const fields: RenderInput = {
+    template_name: name,
+    template_content: [],
+    message: { subject: "", merge_language: "handlebars", global_merge_vars: [] },
+  };
+  const attempts: Array<() => unknown> = [
+    () => renderWith(template, fields, handlebarsMergerOf(sampleData())),
+    () => renderWith(template, fields, mailchimpMerger([])),
+  ];
+  for (const attempt of attempts) {
+    try {
+      attempt();
+    } catch (error) {
+      if (!(error instanceof TemplateRenderError) || error.limit) throw error;
+    }
+  }
+}
+
+function renderWith(template: EmailTemplateSource, fields: RenderInput, merger: Merger): RenderedEmail {
   const { template_name: name, message } = fields;
-  const merger = mergerFor(message.merge_language, message.global_merge_vars);
   // The parser and the text conversion recurse over the markup, so they fail on the template too.
   const attempt = (part: RenderedPart, step: string, run: () => string) => {
     try {
@@ -73,6 +112,7 @@ export function renderEmail(template: EmailTemplateSource, fields: RenderInput):
       throw new TemplateRenderError(
         `Template ${JSON.stringify(name)}: the rendered e-mail is longer than ${MAX_RENDERED_LENGTH} characters (reached in the ${PART_NAMES[part]})`,
         part,
+        { limit: "length" },
       );
     }
     return value;
@@ -89,7 +129,7 @@ export function renderEmail(template: EmailTemplateSource, fields: RenderInput):
     fillEditableRegions(template.code, fields.template_content),
   );
   const html = merge("html", code);
-  const subject = merge("subject", message.subject);
+  const subject = oneHeaderLine(merge("subject", message.subject));
   const text =
     template.text === null
       ? counted(
@@ -219,10 +259,56 @@ function handlebarsMerger(vars: EmailTemplateFields["message"]["global_merge_var
   // A null prototype, so a variable named "__proto__" is an ordinary entry, not a prototype.
   const data: Record<string, unknown> = Object.create(null);
   for (const v of vars) data[v.name] = v.content;
+  return handlebarsMergerOf(data);
+}
+
+function handlebarsMergerOf(data: object): Merger {
   return (source, part) => {
     const template = handlebars.compile(source, { noEscape: part !== "html" });
     return template(data, RUNTIME_OPTIONS);
   };
+}
+
+/**
+ * Data in which every name (but the few a value's conversion to text asks for) is a list of
+ * {@link SAMPLE_LIST_LENGTH} items, each of which is this data again: `{{#each a}}{{#each b}}`
+ * loops over sample lists at any depth. Built lazily, so nesting costs nothing until rendered.
+ */
+function sampleData(): object {
+  const notAField = new Set(["toHTML", "toJSON", "then", "constructor", "length"]);
+  let list: unknown[] = [];
+  const isField = (key: string | symbol): key is string =>
+    typeof key === "string" && !notAField.has(key) && !(key in Object.prototype);
+  const item: object = new Proxy(
+    {},
+    {
+      get: (target, key) => (isField(key) ? list : Reflect.get(target, key)),
+      has: (target, key) => isField(key) || Reflect.has(target, key),
+      getOwnPropertyDescriptor: (target, key) =>
+        isField(key)
+          ? { value: list, writable: true, enumerable: false, configurable: true }
+          : Reflect.getOwnPropertyDescriptor(target, key),
+    },
+  );
+  list = Array.from({ length: SAMPLE_LIST_LENGTH }, () => item);
+  // Printed as a value, a list is one short word, not its items joined.
+  Object.defineProperty(list, "toString", { value: () => "sample", enumerable: false });
+  return item;
+}
+
+// --- Subject ----------------------------------------------------------------------------------
+
+const LINE_BREAKS = /[\r\n\t\v\f]+/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const OTHER_CONTROLS = /[\u0000-\u001f\u007f]/g;
+
+/**
+ * The merged subject as one header line (docs/decisions/0029): a merge variable may carry a line
+ * break, which must never reach the header as one. Each run of line breaks and tabs becomes one
+ * space, other C0 controls and DEL are removed, so a preview shows exactly the subject that is sent.
+ */
+export function oneHeaderLine(subject: string): string {
+  return subject.replace(LINE_BREAKS, " ").replace(OTHER_CONTROLS, "");
 }
 
 // --- Text part and errors -------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import { and, asc, eq, sql } from "drizzle-orm";
-import type { Executor } from "../../../../db/client.js";
+import type { Database, Executor } from "../../../../db/client.js";
 import { templates } from "../../../../db/schema.js";
 
 /** An organization's e-mail template as stored. */
@@ -53,16 +53,56 @@ export async function findTemplate(
   return found;
 }
 
-/** Every template of the organization, without content, by name in byte (ASCII) order. */
-export async function listTemplates(db: Executor, organizationId: string): Promise<TemplateSummary[]> {
-  return (
-    db
-      .select({ name: templates.name, createdAt: templates.createdAt, updatedAt: templates.updatedAt })
+/**
+ * Stores a new template unless the organization already has `max` of them. The check and the
+ * insert run under a lock of the organization's templates (a transaction-scoped advisory lock), so
+ * concurrent creates never pass the limit together.
+ */
+export async function createTemplateWithinLimit(
+  db: Database,
+  organizationId: string,
+  template: { name: string; code: string; text: string | null },
+  now: Date,
+  max: number,
+): Promise<{ created: Template } | "exists" | "limit_reached"> {
+  return db.transaction(async (tx) => {
+    await tx.execute(
+      sql`select pg_advisory_xact_lock(hashtextextended(${`templates:${organizationId}`}, 0))`,
+    );
+    const [counted] = await tx
+      .select({ count: sql<number>`count(*)::int` })
       .from(templates)
-      .where(eq(templates.organizationId, organizationId))
-      // "C": the same order whatever the database's collation, and the order clients sort in.
-      .orderBy(asc(sql`${templates.name} collate "C"`))
-  );
+      .where(eq(templates.organizationId, organizationId));
+    if ((counted?.count ?? 0) >= max) return "limit_reached";
+    const created = await createTemplate(tx, organizationId, template, now);
+    return created ? { created } : "exists";
+  });
+}
+
+/**
+ * A page of the organization's templates, without content, by name in byte (ASCII) order,
+ * starting after the name `after`. `next` is the last name of the page when more follow.
+ */
+export async function listTemplates(
+  db: Executor,
+  organizationId: string,
+  page: { limit: number; after?: string | undefined },
+): Promise<{ rows: TemplateSummary[]; next: string | null }> {
+  // "C": the same order whatever the database's collation, and the order clients sort in.
+  const byName = sql`${templates.name} collate "C"`;
+  const rows = await db
+    .select({ name: templates.name, createdAt: templates.createdAt, updatedAt: templates.updatedAt })
+    .from(templates)
+    .where(
+      and(
+        eq(templates.organizationId, organizationId),
+        page.after === undefined ? undefined : sql`${byName} > ${page.after}`,
+      ),
+    )
+    .orderBy(asc(byName))
+    .limit(page.limit + 1);
+  const shown = rows.slice(0, page.limit);
+  return { rows: shown, next: rows.length > page.limit ? (shown.at(-1)?.name ?? null) : null };
 }
 
 /** Replaces a template's code and text. Returns undefined when the organization has no such template. */
