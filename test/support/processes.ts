@@ -5,8 +5,8 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { createDatabase } from "../../db/client.js";
 import { dropDatabase } from "../../db/migrate.js";
-import { GENEROUS_LIMITS } from "./limits.js";
 import { createTemplate } from "../../src/channels/email/templates/store.js";
+import { GENEROUS_LIMITS } from "./limits.js";
 
 const root = join(import.meta.dirname, "..", "..");
 
