@@ -8,6 +8,7 @@ import type { Config } from "../runtime/config.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
 import { createRedis } from "../runtime/redis.js";
+import { createContentVault } from "../store/content.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
 import { createApp } from "./app.js";
@@ -27,7 +28,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
 
   const metrics = createMetrics({ process: "web", queue, db });
-  const store = messageStoreFor(config, sql);
+  const store = messageStoreFor(config, sql, logger);
   const app = createApp({ config, db, store, queue, logger, metrics, now: () => new Date(), newId: uuidv7 });
   const server = serve({ fetch: app.fetch, port: config.PORT }, (info) => {
     logger.info({ port: info.port }, `notification API listening on http://127.0.0.1:${info.port}`);
@@ -48,13 +49,11 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(
-  config: Pick<Config, "QUEUE_PREFIX" | "DATABASE_QUEUE_LIMIT" | "REQUEST_TIMEOUT_MS">,
-  sql: SqlClient,
-): MessageStore {
+export function messageStoreFor(config: Config, sql: SqlClient, logger?: Logger): MessageStore {
   return createMessageStore({
     sql,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
+    content: createContentVault(sql, config, logger),
   });
 }

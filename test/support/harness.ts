@@ -15,12 +15,26 @@ import { SimulatorPushProvider } from "../../src/channels/push/providers/simulat
 import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator.js";
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
+import { createContentVault } from "../../src/store/content.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
 
 export const silentLogger = pino({ level: "silent" });
+
+/** The master key of the tests' stacks (`CONTENT_MASTER_KEY`): 32 bytes, base64. */
+export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString("base64");
+
+/** A content vault under {@link TEST_MASTER_KEY}, as the processes make theirs. */
+export function testContentVault(sql: SqlClient) {
+  return createContentVault(sql, {
+    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
+    CONTENT_MASTER_KEY_ID: "test",
+    CONTENT_PREVIOUS_MASTER_KEYS: undefined,
+    DATA_KEY_CACHE_TTL_MS: 60_000,
+  });
+}
 
 /** Every channel's simulator (rate-limited cases ask for 50 ms), with some replaced. */
 export function simulatorProviders(overrides: Partial<Providers> = {}): Providers {
@@ -44,6 +58,8 @@ export function createHarness(env: Record<string, string> = {}) {
     REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
+    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
+    CONTENT_MASTER_KEY_ID: "test",
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
@@ -52,7 +68,7 @@ export function createHarness(env: Record<string, string> = {}) {
   const metrics = createMetrics({ process: "web", queue, db });
   // Made as the processes make them: one message store for the app, one delivery store for its workers.
   const store = messageStoreFor(config, sql);
-  const deliveryStore = createDeliveryStore(sql);
+  const deliveryStore = createDeliveryStore(sql, store.content);
   const deps = {
     config,
     db,

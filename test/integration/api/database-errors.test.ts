@@ -5,7 +5,14 @@ import { createDatabase } from "../../../db/client.js";
 import { isDatabaseUnavailable } from "../../../db/errors.js";
 import { type AcceptDeps, acceptMessage } from "../../../src/messages/accept.js";
 import { createMessageStore } from "../../../src/store/message-store.js";
-import { countMessages, createHarness, type Harness, onboard, sendSms } from "../../support/harness.js";
+import {
+  countMessages,
+  createHarness,
+  type Harness,
+  onboard,
+  sendSms,
+  testContentVault,
+} from "../../support/harness.js";
 
 /**
  * Which Postgres errors mean "the database cannot serve this now, come back shortly" (503 +
@@ -121,7 +128,7 @@ describe("a send when the pool's connections are read-only", () => {
     });
     try {
       const deps: AcceptDeps = {
-        store: createMessageStore({ sql: client, queuePrefix: "ro" }),
+        store: createMessageStore({ sql: client, queuePrefix: "ro", content: testContentVault(client) }),
         now: () => new Date(),
         newId: uuidv7,
       };
