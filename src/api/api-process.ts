@@ -1,6 +1,7 @@
 import { serve } from "@hono/node-server";
+import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import { createDatabase, type SqlClient } from "../../db/client.js";
+import { createDatabase } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
 import { createMetrics } from "../observability/metrics.js";
 import { coalesceWrites } from "../runtime/coalesce-writes.js";
@@ -49,7 +50,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(config: Config, sql: SqlClient, logger?: Logger): MessageStore {
+export function messageStoreFor(config: Config, sql: postgres.Sql, logger?: Logger): MessageStore {
   return createMessageStore({
     sql,
     queuePrefix: config.QUEUE_PREFIX,

@@ -1,7 +1,8 @@
-import type { SqlClient } from "../../db/client.js";
+import type postgres from "postgres";
 import { fold } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-batcher.js";
 import type { ContentVault } from "./content.js";
+import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { loadEvents, type StoredEvent } from "./events.js";
 import type { QueueLimits } from "./micro-batch.js";
 import { type MessageRow, toMessageRow } from "./projection.js";
@@ -21,10 +22,14 @@ export interface MessageStore {
   loadEvents(organizationId: string, messageId: string): Promise<StoredEvent[]>;
   /** Seals and opens message content (src/store/content.ts): listings open their records with it. */
   content: ContentVault;
+  /** Destroys the organization's data keys (src/store/erasure.ts); returns how many. */
+  eraseOrganization(organizationId: string): Promise<number>;
+  /** Blanks the content of the organization's messages to a recipient; returns their ids. */
+  eraseRecipient(organizationId: string, recipient: string): Promise<string[]>;
 }
 
 export interface MessageStoreOptions {
-  sql: SqlClient;
+  sql: postgres.Sql;
   /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue accepted messages go to. */
   queuePrefix: string;
   /**
@@ -60,5 +65,8 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     // The history shows no content: its events are read without opening it.
     loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
     content,
+    eraseOrganization: (organizationId) => eraseOrganizationContent(sql, content, organizationId),
+    eraseRecipient: (organizationId, recipient) =>
+      eraseRecipientContent(sql, content, organizationId, recipient),
   };
 }

@@ -3,6 +3,7 @@ import { Queue, Worker } from "bullmq";
 import { eq, sql } from "drizzle-orm";
 import { Redis } from "ioredis";
 import pino from "pino";
+import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase, type Database, type SqlClient } from "../../db/client.js";
@@ -93,7 +94,7 @@ export function createHarness(env: Record<string, string> = {}) {
     deps,
     deliveryStore,
     /** This harness's app deps on another database (one that is down, slow or read-only). */
-    depsOn(database: { db: Database; sql: SqlClient }) {
+    depsOn(database: { db: Database; sql: postgres.Sql }) {
       return { ...deps, db: database.db, store: messageStoreFor(config, database.sql) };
     },
     /**
