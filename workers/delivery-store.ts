@@ -68,7 +68,7 @@ async function loadMany(
     [messageIds],
   );
   // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
-  await content.prepare(rows.map((row) => row.content_enc));
+  const opener = await content.opener(rows.map((row) => row.content_enc));
   const byMessage = new Map<string, { events: MessageEvent[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
@@ -76,7 +76,7 @@ async function loadMany(
       entry = { events: [], active: row.organization_active === true };
       byMessage.set(row.message_id, entry);
     }
-    entry.events.push(toEvent(row, content));
+    entry.events.push(toEvent(row, opener));
   }
   return messageIds.map((id) => {
     const entry = byMessage.get(id);

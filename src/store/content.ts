@@ -9,7 +9,7 @@ import {
   UnreadableContentError,
 } from "../runtime/content-crypto.js";
 import type { Logger } from "../runtime/logger.js";
-import { DataKeys } from "./data-keys.js";
+import { type DataKey, DataKeys } from "./data-keys.js";
 
 /**
  * A message's content at rest (docs/decisions/0034). What queries, the sweeper, the history and
@@ -142,22 +142,27 @@ export class ContentVault {
     );
   }
 
-  /** Loads the keys these sealed contents need, so {@link openSealed} can run without waiting. */
-  async prepare(sealed: Iterable<Buffer | null | undefined>): Promise<void> {
+  /** Loads the keys these sealed contents need: the {@link Opener} then opens them without waiting. */
+  async opener(sealed: Iterable<Buffer | null | undefined>): Promise<Opener> {
     const ids = new Set<string>();
     for (const value of sealed) {
       const id = value ? keyIdOf(value) : undefined;
       if (id) ids.add(id);
     }
-    if (ids.size > 0) await this.keys.load(ids);
+    return new Opener(ids.size > 0 ? await this.keys.load(ids) : new Map());
   }
+}
+
+/** Opens sealed contents with the keys {@link ContentVault.opener} loaded for them. */
+export class Opener {
+  constructor(readonly keys: ReadonlyMap<string, DataKey | null>) {}
 
   /**
    * The sealed fields of a content, or undefined when they cannot be read: erased, or sealed with
    * a destroyed key. Throws {@link UnreadableContentError} when the key is there and the content
-   * still does not open (altered, or moved from another message). Call {@link prepare} first.
+   * still does not open (altered, or moved from another message).
    */
-  openSealed(
+  open(
     sealed: Buffer | null,
     organizationId: string,
     messageId: string,
@@ -165,7 +170,7 @@ export class ContentVault {
     if (!sealed) return undefined;
     const keyId = keyIdOf(sealed);
     if (!keyId) throw new UnreadableContentError(`message ${messageId}: unknown content format`);
-    const key = this.keys.cached(keyId);
+    const key = this.keys.get(keyId);
     if (key === undefined) throw new Error(`data key ${keyId} was not loaded before opening`);
     if (key === null || key.organizationId !== organizationId) return undefined;
     const header = sealed.subarray(0, HEADER_BYTES);
@@ -176,18 +181,18 @@ export class ContentVault {
 
 /**
  * An `accepted` event's content as stored: the clear `data`, with the sealed fields added when
- * `vault` is given and can open them. A content stored sealed is remembered as such (see
+ * `opener` is given and can open them. A content stored sealed is remembered as such (see
  * {@link storedContentOf}), whether it was opened or not; one from before encryption is `data`.
  */
 export function storedContent(
   data: Record<string, unknown>,
   sealed: Buffer | null,
   recipientKeys: string[] | null,
-  vault?: ContentVault,
+  opener?: Opener,
 ): MessageContent {
   // Not sealed and not erased: a content from before encryption, its recipient in clear.
   if (!sealed && typeof data.recipient === "string") return data as unknown as MessageContent;
-  const opened = vault?.openSealed(sealed, data.organizationId as string, data.id as string);
+  const opened = opener?.open(sealed, data.organizationId as string, data.id as string);
   const content = (opened ? Object.assign({}, data, opened) : data) as unknown as MessageContent;
   stored.set(content, { clear: data, sealed, recipientKeys });
   return content;

@@ -46,7 +46,7 @@ export class DataKeys {
   readonly #current = new Map<string, Cached<DataKey>>();
   /** One look-up (or creation) at a time per organization and per key. */
   readonly #loadingCurrent = new Map<string, Promise<DataKey>>();
-  readonly #loadingIds = new Map<string, Promise<void>>();
+  readonly #loadingIds = new Map<string, Promise<Map<string, DataKey | null>>>();
 
   constructor(sql: SqlClient, keyring: Keyring, options: DataKeysOptions = {}) {
     this.#sql = sql;
@@ -68,21 +68,30 @@ export class DataKeys {
     return loading;
   }
 
-  /** A key loaded by {@link load}: the key, null when it is destroyed or unknown, undefined when not loaded. */
+  /** A cached key: the key, null when it is destroyed or unknown, undefined when not cached. */
   cached(keyId: string): DataKey | null | undefined {
     const cached = this.#byId.get(keyId);
     return cached && cached.expiresAt > this.#now() ? cached.value : undefined;
   }
 
-  /** Loads the keys of these ids that are not cached, so {@link cached} answers for each. */
-  async load(keyIds: Iterable<string>): Promise<void> {
+  /**
+   * The keys of these ids: each a key, or null when destroyed or unknown. Those not cached are
+   * loaded (and cached for the next reads), in one query.
+   */
+  async load(keyIds: Iterable<string>): Promise<Map<string, DataKey | null>> {
+    const keys = new Map<string, DataKey | null>();
     const missing: string[] = [];
-    const waits: Promise<void>[] = [];
+    const waits: Promise<Map<string, DataKey | null>>[] = [];
     for (const id of keyIds) {
-      if (this.cached(id) !== undefined) continue;
+      if (keys.has(id) || missing.includes(id)) continue;
+      const cached = this.cached(id);
+      if (cached !== undefined) {
+        keys.set(id, cached);
+        continue;
+      }
       const loading = this.#loadingIds.get(id);
       if (loading) waits.push(loading);
-      else if (!missing.includes(id)) missing.push(id);
+      else missing.push(id);
     }
     if (missing.length > 0) {
       const loading = this.#loadIds(missing).finally(() => {
@@ -91,7 +100,8 @@ export class DataKeys {
       for (const id of missing) this.#loadingIds.set(id, loading);
       waits.push(loading);
     }
-    await Promise.all(waits);
+    for (const loaded of await Promise.all(waits)) for (const [id, key] of loaded) keys.set(id, key);
+    return keys;
   }
 
   /** Every live key of the organization (a recipient's messages may be sealed with any of them). */
@@ -99,8 +109,8 @@ export class DataKeys {
     const rows = await this.#sql<Array<{ id: string }>>`
       select id from organization_data_keys
       where organization_id = ${organizationId} and wrapped_key is not null`;
-    await this.load(rows.map((row) => row.id));
-    return rows.map((row) => this.cached(row.id)).filter((key): key is DataKey => Boolean(key));
+    const keys = await this.load(rows.map((row) => row.id));
+    return [...keys.values()].filter((key): key is DataKey => key !== null);
   }
 
   /**
@@ -147,16 +157,20 @@ export class DataKeys {
     return inserted.length === 1 ? { id, organizationId, key, indexKey: indexKeyOf(key) } : undefined;
   }
 
-  async #loadIds(ids: string[]): Promise<void> {
+  async #loadIds(ids: string[]): Promise<Map<string, DataKey | null>> {
     const rows = await this.#sql<
       Array<{ id: string; organization_id: string; master_key_id: string; wrapped_key: Buffer | null }>
     >`select id, organization_id, master_key_id, wrapped_key from organization_data_keys
       where id = any(${ids}::uuid[])`;
     const found = new Map(rows.map((row) => [row.id, row]));
+    const keys = new Map<string, DataKey | null>();
     for (const id of ids) {
       const row = found.get(id);
-      this.#remember(id, row?.wrapped_key ? await this.#unwrap(row.organization_id, row) : null);
+      const key = row?.wrapped_key ? await this.#unwrap(row.organization_id, row) : null;
+      keys.set(id, key);
+      this.#remember(id, key);
     }
+    return keys;
   }
 
   async #unwrap(

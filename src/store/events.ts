@@ -2,7 +2,7 @@ import type { SqlClient } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
-import { byteaText, type ContentVault, storedContent, storedContentOf } from "./content.js";
+import { byteaText, type Opener, storedContent, storedContentOf } from "./content.js";
 import { toMessageRow } from "./projection.js";
 import {
   insertRecordsFrom,
@@ -48,18 +48,18 @@ export const EVENT_SELECT = `e.message_id, e.seq, e.type, e.retry_count, e.data,
   to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at`;
 
 /**
- * A stored event, as the domain's. An `accepted` event's sealed content is opened with `vault`
- * (whose keys {@link ContentVault.prepare} loaded); without one, or once erased, the event carries
+ * A stored event, as the domain's. An `accepted` event's sealed content is opened with `opener`
+ * (`ContentVault.opener`); without one, or once erased, the event carries
  * the content's clear fields only (enough for the history and the rebuild, which show none).
  */
-export function toEvent(row: EventRow, vault?: ContentVault): MessageEvent {
+export function toEvent(row: EventRow, opener?: Opener): MessageEvent {
   return {
     type: row.type,
     retryCount: row.retry_count,
     occurredAt: row.occurred_at,
     data:
       row.type === "accepted"
-        ? storedContent(row.data as Record<string, unknown>, row.content_enc, row.recipient_keys, vault)
+        ? storedContent(row.data as Record<string, unknown>, row.content_enc, row.recipient_keys, opener)
         : row.data,
   } as MessageEvent;
 }

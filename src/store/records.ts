@@ -162,10 +162,10 @@ function readRecord(read: ReadColumns): MessageRow {
  * content was erased (its key destroyed, or its sealed part blanked).
  */
 export async function openRecords(rows: MessageRow[], vault: ContentVault): Promise<MessageRow[]> {
-  await vault.prepare(rows.map((row) => row.contentEnc));
+  const opener = await vault.opener(rows.map((row) => row.contentEnc));
   for (const row of rows) {
     if (!row.contentEnc) continue;
-    const opened = vault.openSealed(row.contentEnc, row.organizationId, row.messageId);
+    const opened = opener.open(row.contentEnc, row.organizationId, row.messageId);
     if (!opened) continue;
     const content = Object.assign({ channel: row.channel }, opened) as unknown as MessageContent;
     const columns = channelNamed(row.channel).record(content as never);
