@@ -6,9 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../../db/schema.js";
 import type { SmsMessage, SmsProvider } from "../../../src/channels/sms/providers/provider.js";
 import { SimulatorSmsProvider } from "../../../src/channels/sms/providers/simulator.js";
+import { initialState } from "../../../src/domain/state.js";
 import { UnreadableContentError } from "../../../src/runtime/content-crypto.js";
 import { createContentVault } from "../../../src/store/content.js";
+import { appendEvents } from "../../../src/store/events.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
+import { sealExistingContent } from "../../../src/store/seal-existing.js";
 import {
   createHarness,
   createTemplate,
@@ -446,5 +449,53 @@ describe("a message whose content was erased before its delivery", () => {
     } finally {
       await quiet.close();
     }
+  });
+});
+
+describe("messages accepted before content was encrypted", () => {
+  it("read as before, and once sealed by content:seal-existing hold no clear text and read the same", async () => {
+    const legacy = await onboard(h);
+    const id = randomUUID();
+    const now = new Date();
+    // Written as the code before encryption wrote it: the whole content in the event's data.
+    await appendEvents(h.sql, initialState, [
+      {
+        type: "accepted",
+        retryCount: 0,
+        occurredAt: now.toISOString(),
+        data: {
+          id,
+          organizationId: legacy.id,
+          productId: legacy.productId,
+          channel: "sms",
+          priority: "medium",
+          notificationType: null,
+          retryEnabled: true,
+          recipient: "+14155550166",
+          sender: "ACME",
+          expiresAt: new Date(now.getTime() + 60_000).toISOString(),
+          body: `legacy ${tag}`,
+        },
+      },
+    ]);
+    expect(await rowsAsText([id])).toContain(`legacy ${tag}`);
+    const before = await record(legacy, id);
+    expect(before.payload.message).toBe(`legacy ${tag}`);
+
+    expect(await sealExistingContent(h.sql, h.deps.store.content, { pageSize: 2 })).toBeGreaterThanOrEqual(1);
+
+    expect(await rowsAsText([id])).not.toContain(`legacy ${tag}`);
+    expect(await rowsAsText([id])).not.toContain("+14155550166");
+    expect(await record(legacy, id)).toEqual(before);
+    const records = await recordsOf(legacy.id);
+    await rebuildProjections(h.sql);
+    expect(await recordsOf(legacy.id)).toEqual(records);
+    // And now erasable like the others.
+    const response = await h.app.request("/api/v1/erasures", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": legacy.apiKey },
+      body: JSON.stringify({ recipient: "+14155550166" }),
+    });
+    expect(await response.json()).toEqual({ messages_erased: 1 });
   });
 });
