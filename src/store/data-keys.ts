@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { SqlClient } from "../../db/client.js";
-import { indexKeyOf, type Keyring, newDataKey, UnreadableContentError } from "../runtime/content-crypto.js";
+import {
+  type HmacKey,
+  indexKeyOf,
+  type Keyring,
+  newDataKey,
+  UnreadableContentError,
+} from "../runtime/content-crypto.js";
 
 /**
  * The organizations' data keys (`organization_data_keys`): created on an organization's first
@@ -13,7 +19,7 @@ export interface DataKey {
   organizationId: string;
   key: Buffer;
   /** The key of the recipients' blind indexes, derived from `key`. */
-  indexKey: Buffer;
+  indexKey: HmacKey;
 }
 
 export interface DataKeysOptions {

@@ -1,8 +1,11 @@
+import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
 import {
   blindIndex,
   DEVELOPMENT_MASTER_KEY,
+  hmac,
+  hmacKey,
   indexKeyOf,
   keyringFromConfig,
   LocalKeyring,
@@ -144,5 +147,15 @@ describe("CONTENT_MASTER_KEY", () => {
 
   it("is optional outside production", () => {
     expect(loadConfig({ NODE_ENV: "development" }).CONTENT_MASTER_KEY).toBeUndefined();
+  });
+});
+
+describe("the prepared HMAC", () => {
+  it("is HMAC-SHA-256 (RFC 2104), for short and long keys", () => {
+    for (const key of [Buffer.alloc(32, 3), Buffer.alloc(100, 4), Buffer.alloc(0)]) {
+      for (const value of ["", "+14155550100", "ada@example.com".repeat(20)]) {
+        expect(hmac(hmacKey(key), value).equals(createHmac("sha256", key).update(value).digest())).toBe(true);
+      }
+    }
   });
 });
