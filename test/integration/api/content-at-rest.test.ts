@@ -435,7 +435,15 @@ describe("a message whose content was erased before its delivery", () => {
       await quiet.app.request(`/api/v1/organizations/${victim.id}/data`, { method: "DELETE" });
       const calls: SmsMessage[] = [];
       quiet.startWorker({
-        providers: { sms: { name: "recording", send: async (m) => (calls.push(m), simulator.send(m)) } },
+        providers: {
+          sms: {
+            name: "recording",
+            send: (m) => {
+              calls.push(m);
+              return simulator.send(m);
+            },
+          },
+        },
       });
       const events = await eventually(async () => {
         const answer = await quiet.app.request(`/api/v1/messages/${request_id}/events`, {
