@@ -84,25 +84,36 @@ function nextNonce(): Buffer {
   return nonce;
 }
 
-/** `nonce ‖ ciphertext ‖ tag` of `plaintext` under `key`, authenticating `aad` too. */
-export function seal(key: Buffer, plaintext: Buffer, aad: Buffer): Buffer {
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * `prefix ‖ nonce ‖ ciphertext ‖ tag` of `plaintext` under `key`, authenticating `aad` too (the
+ * prefix, a header of the caller's, is not encrypted: put it in `aad` to authenticate it).
+ */
+export function seal(key: Buffer, plaintext: Buffer, aad: Buffer, prefix: Buffer = EMPTY): Buffer {
   const nonce = nextNonce();
   const cipher = createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(aad);
   const body = cipher.update(plaintext);
   cipher.final();
-  return Buffer.concat([nonce, body, cipher.getAuthTag()]);
+  return Buffer.concat([prefix, nonce, body, cipher.getAuthTag()]);
 }
 
-/** The plaintext of {@link seal}'s output; throws {@link UnreadableContentError} if anything differs. */
-export function open(key: Buffer, sealed: Buffer, aad: Buffer): Buffer {
-  if (sealed.length < NONCE_BYTES + TAG_BYTES) throw new UnreadableContentError("ciphertext too short");
+/**
+ * The plaintext of {@link seal}'s output, whose first `prefixBytes` are the caller's header;
+ * throws {@link UnreadableContentError} if anything differs.
+ */
+export function open(key: Buffer, sealed: Buffer, aad: Buffer, prefixBytes = 0): Buffer {
+  if (sealed.length < prefixBytes + NONCE_BYTES + TAG_BYTES) {
+    throw new UnreadableContentError("ciphertext too short");
+  }
   try {
-    const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(0, NONCE_BYTES));
+    const nonceEnd = prefixBytes + NONCE_BYTES;
+    const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(prefixBytes, nonceEnd));
     decipher.setAAD(aad);
     decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
     return Buffer.concat([
-      decipher.update(sealed.subarray(NONCE_BYTES, sealed.length - TAG_BYTES)),
+      decipher.update(sealed.subarray(nonceEnd, sealed.length - TAG_BYTES)),
       decipher.final(),
     ]);
   } catch {

@@ -105,7 +105,22 @@ function aad(header: Buffer, organizationId: string, messageId: string): Buffer 
 
 /** Seals contents with their organizations' keys and opens them again. */
 export class ContentVault {
+  /** Each key's header (format version and key id), made once. */
+  readonly #headers = new Map<string, Buffer>();
+
   constructor(readonly keys: DataKeys) {}
+
+  #headerOf(keyId: string): Buffer {
+    let header = this.#headers.get(keyId);
+    if (!header) {
+      header = Buffer.alloc(HEADER_BYTES);
+      header[0] = FORMAT_VERSION;
+      keyIdBytes(keyId).copy(header, 1);
+      if (this.#headers.size >= 10_000) this.#headers.clear();
+      this.#headers.set(keyId, header);
+    }
+    return header;
+  }
 
   /**
    * Seals a new message's content; from now on the store writes it in its sealed form. Also
@@ -122,17 +137,15 @@ export class ContentVault {
       if (CLEAR_FIELDS.has(name)) clear[name] = value;
       else secret[name] = value;
     }
-    const header = Buffer.allocUnsafe(HEADER_BYTES);
-    header[0] = FORMAT_VERSION;
-    keyIdBytes(key.id).copy(header, 1);
-    const body = seal(
-      key.key,
-      Buffer.from(JSON.stringify(secret)),
-      aad(header, content.organizationId, content.id),
-    );
+    const header = this.#headerOf(key.id);
     const result: StoredContent = {
       clear,
-      sealed: Buffer.concat([header, body]),
+      sealed: seal(
+        key.key,
+        Buffer.from(JSON.stringify(secret)),
+        aad(header, content.organizationId, content.id),
+        header,
+      ),
       recipientKeys: recipientsOf(content).map((recipient) => blindIndex(key.indexKey, recipient)),
     };
     stored.set(content, result);
@@ -174,7 +187,7 @@ export class Opener {
     if (key === undefined) throw new Error(`data key ${keyId} was not loaded before opening`);
     if (key === null || key.organizationId !== organizationId) return undefined;
     const header = sealed.subarray(0, HEADER_BYTES);
-    const plaintext = open(key.key, sealed.subarray(HEADER_BYTES), aad(header, organizationId, messageId));
+    const plaintext = open(key.key, sealed, aad(header, organizationId, messageId), HEADER_BYTES);
     return JSON.parse(plaintext.toString("utf8")) as Record<string, unknown>;
   }
 }

@@ -192,7 +192,8 @@ export async function writeAppends(sql: SqlClient, appends: readonly Append[]): 
     const next = fold(events, state);
     if (next.status === "initial") throw new Error("unreachable: events fold to a known message");
     eventRows(next.message, state.version, events, rows);
-    records.push(recordColumns(toMessageRow(next)));
+    // A message's first append makes its record; later ones never change its content columns.
+    records.push(recordColumns(toMessageRow(next), state.version === 0));
     return next;
   });
   try {

@@ -101,8 +101,17 @@ type ReadColumns = {
 // shape once, and they run for every accept, append and read. Their types come from the table,
 // so the compiler refuses a mapping that misses a column or names one that is not there.
 
-/** A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`). */
-export function recordColumns(row: MessageRow): RecordColumns {
+/**
+ * A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`).
+ * `withContent: false` leaves the content columns null: for an append to a message whose record
+ * exists (the accept wrote it; the rebuild rewrites every record under a lock), whose upsert never
+ * changes them ({@link REPLACE_OLDER_RECORD}), so the statement need not carry them.
+ */
+export function recordColumns(row: MessageRow, withContent = true): RecordColumns {
+  return withContent ? withContentColumns(row) : withoutContentColumns(row);
+}
+
+function withContentColumns(row: MessageRow): RecordColumns {
   return {
     message_id: row.messageId,
     organization_id: row.organizationId,
@@ -125,6 +134,32 @@ export function recordColumns(row: MessageRow): RecordColumns {
     updated_at: row.updatedAt,
     content_enc: byteaText(row.contentEnc),
     recipient_keys: row.recipientKeys,
+  };
+}
+
+function withoutContentColumns(row: MessageRow): RecordColumns {
+  return {
+    message_id: row.messageId,
+    organization_id: row.organizationId,
+    product_id: row.productId,
+    channel: row.channel,
+    status: row.status,
+    priority: row.priority,
+    notification_type: row.notificationType,
+    recipient: null,
+    sender: row.sender,
+    body: null,
+    subject: null,
+    template_fields: null,
+    retry_enabled: row.retryEnabled,
+    retry_count: row.retryCount,
+    version: row.version,
+    next_attempt_at: row.nextAttemptAt,
+    delivery_time: row.deliveryTime,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+    content_enc: null,
+    recipient_keys: null,
   };
 }
 
