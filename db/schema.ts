@@ -24,6 +24,7 @@ import { SENDER_KINDS, SENDER_STATUSES } from "../src/domain/senders.js";
 const timestamptz = <N extends string>(name: N) => timestamp(name, { withTimezone: true, mode: "date" });
 /** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
 const xid8 = customType<{ data: string }>({ dataType: () => "xid8" });
+const bytea = customType<{ data: Buffer }>({ dataType: () => "bytea" });
 
 export const organizations = pgTable(
   "organizations",
@@ -75,6 +76,15 @@ export const messageEvents = pgTable(
     occurredAt: timestamptz("occurred_at").notNull(),
     organizationId: uuid("organization_id").notNull(),
     transactionId: xid8("transaction_id").notNull().default(sql`pg_current_xact_id()`),
+    /**
+     * An `accepted` event's content (recipient, body, template fields, push keys) sealed with its
+     * organization's data key (src/store/content.ts); `data` then holds the rest. Null for the
+     * other events, for events written before encryption (their `data` holds everything) and once
+     * the content was erased. The one column an UPDATE may change, to null (migration 0005).
+     */
+    contentEnc: bytea("content_enc"),
+    /** Blind indexes (keyed digests) of the recipients, to erase a recipient's messages. */
+    recipientKeys: text("recipient_keys").array(),
   },
   (t) => [
     unique("message_events_message_seq_unique").on(t.messageId, t.seq),
@@ -94,7 +104,8 @@ export const messages = pgTable(
     status: text("status", { enum: STATUSES }).notNull(),
     priority: text("priority", { enum: PRIORITY_TIERS }).notNull(),
     notificationType: text("notification_type"),
-    recipient: text("recipient").notNull(),
+    /** Null when the content is sealed in `content_enc` (or erased). */
+    recipient: text("recipient"),
     sender: text("sender").notNull(),
     /** SMS text, push body; null for e-mail (its content is the template, rendered at delivery). */
     body: text("body"),
@@ -110,10 +121,41 @@ export const messages = pgTable(
     deliveryTime: timestamptz("delivery_time"),
     createdAt: timestamptz("created_at").notNull(),
     updatedAt: timestamptz("updated_at").notNull(),
+    /** The `accepted` event's sealed content, copied: recipient, body, subject, template fields are then null. */
+    contentEnc: bytea("content_enc"),
+    recipientKeys: text("recipient_keys").array(),
   },
   (t) => [
     index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
     index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
+  ],
+);
+
+/**
+ * Each organization's data keys, wrapped by a master key (src/runtime/content-crypto.ts). Created
+ * on the organization's first send; erasing the organization's data destroys them (the wrapped
+ * key is set to null), which makes every message sealed with them unreadable: crypto-shredding.
+ */
+export const organizationDataKeys = pgTable(
+  "organization_data_keys",
+  {
+    id: uuid("id").primaryKey(),
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    /** Which master key wrapped it (`CONTENT_MASTER_KEY_ID`), so master keys can be rotated. */
+    masterKeyId: text("master_key_id").notNull(),
+    /** Null once destroyed. */
+    wrappedKey: bytea("wrapped_key"),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    destroyedAt: timestamptz("destroyed_at"),
+  },
+  (t) => [
+    // One live key per organization: two processes sealing its first messages agree on it.
+    uniqueIndex("organization_data_keys_live_unique")
+      .on(t.organizationId)
+      .where(sql`${t.wrappedKey} is not null`),
+    index("organization_data_keys_organization_idx").on(t.organizationId),
   ],
 );
 

@@ -11,6 +11,7 @@ import type { RetryPolicy } from "../src/domain/retry-policy.js";
 import { isTerminal, type MessageState } from "../src/domain/state.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
+import { isContentErased } from "../src/store/content.js";
 import type { DeliveryJobData } from "../src/store/delivery-queue.js";
 import { ConcurrencyError } from "../src/store/events.js";
 import type { DatabaseGate } from "./database-gate.js";
@@ -120,7 +121,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   if (!("events" in decision) && decision.refused === "preparation_needed") {
     // Asked for only when an attempt would really start: preparing may render a template. The
     // second ask has the same facts (and clock) plus the preparation.
-    prepared = await prepareDelivery(deps, state.message);
+    prepared = isContentErased(state.message) ? CONTENT_ERASED : await prepareDelivery(deps, state.message);
     decision = decide(state, { ...start, preparation: prepared });
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
@@ -143,6 +144,13 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   logger.debug({ messageId, attempt: attempts, status: state.status }, "delivery attempt recorded");
   return state.status === "pending" && state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : undefined;
 }
+
+/** A message whose content was erased before its delivery has nothing left to send. */
+const CONTENT_ERASED: Prepared = {
+  ready: false,
+  reason: "content_erased",
+  error: { class: "rejected", code: "content_erased", message: "the message's content was erased" },
+};
 
 /** What the domain's refusal to start an attempt means for the job: when to run again, if ever. */
 function afterRefusal(refusal: Refusal, messageId: string): number | undefined {

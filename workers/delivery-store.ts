@@ -2,6 +2,7 @@ import type { SqlClient } from "../db/client.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
+import type { ContentVault } from "../src/store/content.js";
 import { EVENT_SELECT, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
@@ -31,9 +32,12 @@ const MAX_BATCH = 100;
 const MAX_IN_FLIGHT = 2;
 
 /** The worker process makes one, at start-up: its batches are shared by every job. */
-export function createDeliveryStore(sql: SqlClient): DeliveryStore {
+export function createDeliveryStore(sql: SqlClient, content: ContentVault): DeliveryStore {
   const options = { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT };
-  const load = microBatch((ids: string[]) => loadMany(sql, ids), { ...options, retryOneByOne: () => false });
+  const load = microBatch((ids: string[]) => loadMany(sql, content, ids), {
+    ...options,
+    retryOneByOne: () => false,
+  });
   // A conflict fails the batch; one by one, only the conflicting message gets its ConcurrencyError.
   const append = microBatch(
     (appends: Array<{ state: MessageState; events: readonly MessageEvent[] }>) => writeAppends(sql, appends),
@@ -51,7 +55,11 @@ const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT}, o.active as organization_acti
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
 
-async function loadMany(sql: SqlClient, messageIds: string[]): Promise<DeliveryLoad[]> {
+async function loadMany(
+  sql: SqlClient,
+  content: ContentVault,
+  messageIds: string[],
+): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
   const rows = await runStatement<Array<EventRow & { organization_active: boolean | null }>>(
@@ -59,6 +67,8 @@ async function loadMany(sql: SqlClient, messageIds: string[]): Promise<DeliveryL
     LOAD_FOR_DELIVERY,
     [messageIds],
   );
+  // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
+  const opener = await content.opener(rows.map((row) => row.content_enc));
   const byMessage = new Map<string, { events: MessageEvent[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
@@ -66,7 +76,7 @@ async function loadMany(sql: SqlClient, messageIds: string[]): Promise<DeliveryL
       entry = { events: [], active: row.organization_active === true };
       byMessage.set(row.message_id, entry);
     }
-    entry.events.push(toEvent(row));
+    entry.events.push(toEvent(row, opener));
   }
   return messageIds.map((id) => {
     const entry = byMessage.get(id);

@@ -11,6 +11,7 @@ import { createLogger } from "../src/runtime/logger.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
+import { createContentVault } from "../src/store/content.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
   });
   const processor = createDeliveryProcessor({
     db,
-    store: createDeliveryStore(sql),
+    store: createDeliveryStore(sql, createContentVault(sql, config, logger)),
     providers,
     policy: {
       maxAttempts: config.MAX_DELIVERY_ATTEMPTS,

@@ -164,6 +164,7 @@ export class Stack {
       PORT: String(this.port),
       NODE_ENV: "production",
       ONBOARDING_TOKEN,
+      CONTENT_MASTER_KEY: Buffer.alloc(32, 11).toString("base64"),
       SMS_PROVIDER: "simulator",
       EMAIL_PROVIDER: "simulator",
       PUSH_PROVIDER: "simulator",

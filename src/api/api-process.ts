@@ -12,6 +12,7 @@ import { systemTxtResolver } from "../runtime/dns.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
 import { createRedis } from "../runtime/redis.js";
+import { createContentVault } from "../store/content.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
 import { verifiedSenderKeys } from "../store/senders.js";
@@ -39,7 +40,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const ownMetrics = createMetrics({ process: "web", queue, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
-  const store = messageStoreFor(config, sql);
+  const store = messageStoreFor(config, sql, logger);
   const now = () => new Date();
   const deps = {
     config,
@@ -85,14 +86,12 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(
-  config: Pick<Config, "QUEUE_PREFIX" | "DATABASE_QUEUE_LIMIT" | "REQUEST_TIMEOUT_MS">,
-  sql: SqlClient,
-): MessageStore {
+export function messageStoreFor(config: Config, sql: SqlClient, logger?: Logger): MessageStore {
   return createMessageStore({
     sql,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
+    content: createContentVault(sql, config, logger),
   });
 }
 

@@ -68,6 +68,7 @@ export const REJECTED_REASONS = [
   "recipient_refused",
   "template_not_found",
   "template_render_failed",
+  "content_erased",
 ] as const;
 export type RejectedReason = (typeof REJECTED_REASONS)[number];
 

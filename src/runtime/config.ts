@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseMasterKey } from "./content-crypto.js";
 import { parseNetworks } from "./outbound/address-policy.js";
 
 export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
@@ -177,6 +178,41 @@ export const configSchema = z.object({
   TEMPLATE_SAVE_RENDER_BUDGET_MS: int(50, 2000).default(500),
   /** Templates one organization may have; a create beyond: 409. */
   TEMPLATE_MAX_PER_ORGANIZATION: int(1, 1_000_000).default(1000),
+  /**
+   * Base64 of 32 random bytes (`openssl rand -base64 32`): wraps the organizations' data keys,
+   * which seal message content at rest. Required in production; development and test use a fixed,
+   * public key when it is unset (docs/decisions/0034).
+   */
+  CONTENT_MASTER_KEY: optionalString.pipe(
+    z
+      .string()
+      .refine((value) => parseMasterKey(value) !== undefined, "must be base64 of exactly 32 bytes")
+      .optional(),
+  ),
+  /** The name stored with each data key wrapped by CONTENT_MASTER_KEY, so a later key can be told apart. */
+  CONTENT_MASTER_KEY_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,40}$/, "letters, digits, _ . and - only")
+    .default("1"),
+  /**
+   * Earlier master keys that still unwrap older data keys: `id:base64` pairs, comma-separated
+   * (the rotation of CONTENT_MASTER_KEY, docs/operations.md).
+   */
+  CONTENT_PREVIOUS_MASTER_KEYS: optionalString.pipe(
+    z
+      .string()
+      .refine(
+        (value) =>
+          value.split(",").every((pair) => {
+            const [id, key] = pair.trim().split(":");
+            return Boolean(id && /^[A-Za-z0-9_.-]{1,40}$/.test(id) && key && parseMasterKey(key));
+          }),
+        "must be id:base64 pairs, comma-separated, each key 32 bytes",
+      )
+      .optional(),
+  ),
+  /** How long a process keeps an unwrapped data key; a destroyed key still opens content there until then. */
+  DATA_KEY_CACHE_TTL_MS: int(0, 3_600_000).default(60_000),
 });
 
 type Parsed = z.infer<typeof configSchema>;
@@ -241,6 +277,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (production && c.ADMIN_PASSWORD !== undefined && c.ADMIN_PASSWORD.length < 16) {
     problems.push("ADMIN_PASSWORD: must be at least 16 characters when NODE_ENV=production");
+  }
+  if (production && !c.CONTENT_MASTER_KEY) {
+    problems.push("CONTENT_MASTER_KEY: required when NODE_ENV=production (base64 of 32 random bytes)");
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   return {

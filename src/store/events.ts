@@ -2,6 +2,7 @@ import type { SqlClient } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
+import { byteaText, type Opener, storedContent, storedContentOf } from "./content.js";
 import { toMessageRow } from "./projection.js";
 import {
   insertRecordsFrom,
@@ -33,6 +34,9 @@ export interface EventRow {
   retry_count: number;
   data: unknown;
   occurred_at: string;
+  /** An `accepted` event's sealed content (src/store/content.ts). */
+  content_enc: Buffer | null;
+  recipient_keys: string[] | null;
 }
 
 /**
@@ -40,16 +44,23 @@ export interface EventRow {
  * carry (drizzle turns the driver's date parsing off on the shared client). Every read of events
  * selects this list and maps its rows with {@link toEvent}.
  */
-export const EVENT_SELECT = `e.message_id, e.seq, e.type, e.retry_count, e.data,
+export const EVENT_SELECT = `e.message_id, e.seq, e.type, e.retry_count, e.data, e.content_enc, e.recipient_keys,
   to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at`;
 
-/** A stored event, as the domain's. */
-export function toEvent(row: EventRow): MessageEvent {
+/**
+ * A stored event, as the domain's. An `accepted` event's sealed content is opened with `opener`
+ * (`ContentVault.opener`); without one, or once erased, the event carries
+ * the content's clear fields only (enough for the history and the rebuild, which show none).
+ */
+export function toEvent(row: EventRow, opener?: Opener): MessageEvent {
   return {
     type: row.type,
     retryCount: row.retry_count,
     occurredAt: row.occurred_at,
-    data: row.data,
+    data:
+      row.type === "accepted"
+        ? storedContent(row.data as Record<string, unknown>, row.content_enc, row.recipient_keys, opener)
+        : row.data,
   } as MessageEvent;
 }
 
@@ -91,6 +102,9 @@ export interface EventInsert {
   retry_count: number;
   data: unknown;
   occurred_at: string;
+  /** `\\x` and hex, as bytea's text input (these rows travel as JSON). */
+  content_enc: string | null;
+  recipient_keys: string[] | null;
 }
 
 /**
@@ -104,14 +118,18 @@ export function eventRows(
   into: EventInsert[] = [],
 ): EventInsert[] {
   events.forEach((event, index) => {
+    // An accepted content the store sealed is written sealed: its clear fields in `data`.
+    const stored = event.type === "accepted" ? storedContentOf(event.data) : undefined;
     into.push({
       message_id: message.id,
       organization_id: message.organizationId,
       seq: expectedVersion + index + 1,
       type: event.type,
       retry_count: event.retryCount,
-      data: event.data,
+      data: stored ? stored.clear : event.data,
       occurred_at: event.occurredAt,
+      content_enc: stored ? byteaText(stored.sealed) : null,
+      recipient_keys: stored ? stored.recipientKeys : null,
     });
   });
   return into;
@@ -119,8 +137,9 @@ export function eventRows(
 
 /** Columns of an {@link EventInsert}: the append's input, as a `json_to_recordset` definition. */
 export const EVENT_INPUT = `message_id uuid, organization_id uuid, seq integer, type text, retry_count integer,
-  data jsonb, occurred_at timestamptz`;
-const EVENT_NAMES = "message_id, organization_id, seq, type, retry_count, data, occurred_at";
+  data jsonb, occurred_at timestamptz, content_enc bytea, recipient_keys text[]`;
+const EVENT_NAMES =
+  "message_id, organization_id, seq, type, retry_count, data, occurred_at, content_enc, recipient_keys";
 
 /**
  * The append: the INSERT of the rows of `source`, a relation whose rows are {@link EventInsert}s
@@ -173,7 +192,8 @@ export async function writeAppends(sql: SqlClient, appends: readonly Append[]): 
     const next = fold(events, state);
     if (next.status === "initial") throw new Error("unreachable: events fold to a known message");
     eventRows(next.message, state.version, events, rows);
-    records.push(recordColumns(toMessageRow(next)));
+    // A message's first append makes its record; later ones never change its content columns.
+    records.push(recordColumns(toMessageRow(next), state.version === 0));
     return next;
   });
   try {

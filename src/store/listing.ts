@@ -2,7 +2,9 @@ import { and, eq, gt, lt, type SQL, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
 import type { Channel, Status } from "../domain/events.js";
+import type { ContentVault } from "./content.js";
 import type { MessageRow } from "./projection.js";
+import { openRecords } from "./records.js";
 
 /** Where the previous page ended: the last row's sort key. */
 export interface ListCursor {
@@ -27,6 +29,7 @@ export interface ListFilters {
  */
 export async function pageOfMessages(
   db: Executor,
+  vault: ContentVault,
   organizationId: string,
   filters: ListFilters,
 ): Promise<{ rows: MessageRow[]; nextCursor: ListCursor | null }> {
@@ -47,7 +50,7 @@ export async function pageOfMessages(
     // the index cannot give the order and Postgres reads and sorts all the organization's rows.
     .orderBy(sql`${messages.createdAt} desc nulls last`, sql`${messages.messageId} desc nulls last`)
     .limit(filters.limit + 1);
-  const page = rows.slice(0, filters.limit);
+  const page = await openRecords(rows.slice(0, filters.limit), vault);
   const last = page.at(-1);
   return {
     rows: page,

@@ -1,8 +1,11 @@
-import type { SqlClient } from "../../db/client.js";
+import type postgres from "postgres";
+import { fold } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-batcher.js";
+import type { ContentVault } from "./content.js";
+import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { loadEvents, type StoredEvent } from "./events.js";
 import type { QueueLimits } from "./micro-batch.js";
-import type { MessageRow } from "./projection.js";
+import { type MessageRow, toMessageRow } from "./projection.js";
 import { createRecordFinder } from "./records.js";
 
 /**
@@ -17,10 +20,16 @@ export interface MessageStore {
   findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
   /** A message's events in order; none when the organization has no such message. */
   loadEvents(organizationId: string, messageId: string): Promise<StoredEvent[]>;
+  /** Seals and opens message content (src/store/content.ts): listings open their records with it. */
+  content: ContentVault;
+  /** Destroys the organization's data keys (src/store/erasure.ts); returns how many. */
+  eraseOrganization(organizationId: string): Promise<number>;
+  /** Blanks the content of the organization's messages to a recipient; returns their ids. */
+  eraseRecipient(organizationId: string, recipient: string): Promise<string[]>;
 }
 
 export interface MessageStoreOptions {
-  sql: SqlClient;
+  sql: postgres.Sql;
   /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue accepted messages go to. */
   queuePrefix: string;
   /**
@@ -29,14 +38,35 @@ export interface MessageStoreOptions {
    * instead of being run later. Without them the queues have no bound.
    */
   limits?: QueueLimits;
+  /** Seals each accepted message's content before it is written; opens records for reading. */
+  content: ContentVault;
 }
 
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
-  const { sql, limits } = options;
+  const { sql, limits, content } = options;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
-    accept: (pending) => batcher.commit(pending),
-    findRecord: createRecordFinder(sql, limits),
+    async accept(pending) {
+      // Sealed first: from here the event and the record are written with the content sealed.
+      const { requestKey } = await content.seal(pending.event.data);
+      const { idempotency } = pending;
+      return batcher.commit({
+        event: pending.event,
+        row: toMessageRow(fold([pending.event])),
+        queuePriority: pending.queuePriority,
+        // A plain SHA-256 of a short text to a known number can be guessed: stored keyed instead.
+        idempotency: idempotency && {
+          key: idempotency.key,
+          requestHash: requestKey(idempotency.requestHash),
+        },
+      });
+    },
+    findRecord: createRecordFinder(sql, content, limits),
+    // The history shows no content: its events are read without opening it.
     loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+    content,
+    eraseOrganization: (organizationId) => eraseOrganizationContent(sql, content, organizationId),
+    eraseRecipient: (organizationId, recipient) =>
+      eraseRecipientContent(sql, content, organizationId, recipient),
   };
 }

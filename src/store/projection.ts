@@ -1,13 +1,22 @@
 import type { messages } from "../../db/schema.js";
 import { channelNamed } from "../channels/index.js";
 import type { MessageState } from "../domain/state.js";
+import { storedContentOf } from "./content.js";
 
 export type MessageRow = typeof messages.$inferSelect;
 
-/** The `messages` row for a state: a pure function, so a rebuild from events gives the same rows. */
+/** The record's content columns of a content stored sealed: all in `content_enc`. */
+const SEALED_COLUMNS = { body: null, subject: null, templateFields: null } as const;
+
+/**
+ * The `messages` row for a state: a pure function of the state, so a rebuild from events gives
+ * the same rows. A content the store keeps sealed (src/store/content.ts) goes in sealed, as its
+ * `accepted` event holds it; one from before encryption, in clear.
+ */
 export function toMessageRow(state: MessageState): MessageRow {
   if (state.status === "initial") throw new Error("no record for a message that was never accepted");
   const { message } = state;
+  const stored = storedContentOf(message);
   return {
     messageId: message.id,
     organizationId: message.organizationId,
@@ -16,7 +25,7 @@ export function toMessageRow(state: MessageState): MessageRow {
     status: state.status,
     priority: message.priority,
     notificationType: message.notificationType,
-    recipient: message.recipient,
+    recipient: stored ? null : message.recipient,
     sender: message.sender,
     retryEnabled: message.retryEnabled,
     retryCount: state.retryCount,
@@ -25,7 +34,9 @@ export function toMessageRow(state: MessageState): MessageRow {
     deliveryTime: state.status === "success" ? new Date(state.deliveredAt) : null,
     createdAt: new Date(state.acceptedAt),
     updatedAt: new Date(state.updatedAt),
+    contentEnc: stored ? stored.sealed : null,
+    recipientKeys: stored ? stored.recipientKeys : null,
     // The channel's own columns: `payload.message`, `payload.subject`, `payload.template_fields`.
-    ...channelNamed(message.channel).record(message),
+    ...(stored ? SEALED_COLUMNS : channelNamed(message.channel).record(message)),
   };
 }

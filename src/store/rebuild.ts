@@ -29,7 +29,11 @@ export async function rebuildProjections(sql: postgres.Sql, pageSize = 1000): Pr
         tx,
         ids.map((r) => r.message_id),
       );
-      if (rows.length > 0) await insertRecords(tx, rows.map(recordColumns));
+      if (rows.length > 0)
+        await insertRecords(
+          tx,
+          rows.map((row) => recordColumns(row)),
+        );
       written += rows.length;
       after = ids[ids.length - 1]?.message_id;
     }

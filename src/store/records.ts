@@ -1,6 +1,9 @@
 import { getTableColumns } from "drizzle-orm";
 import type { SqlClient } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
+import { channelNamed } from "../channels/index.js";
+import type { MessageContent } from "../domain/events.js";
+import { byteaText, type ContentVault } from "./content.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
 import { runStatement } from "./statement.js";
@@ -30,8 +33,20 @@ const COLUMNS: readonly Column[] = Object.values(getTableColumns(messages)).map(
 const NAMES = COLUMNS.map((column) => column.name).join(", ");
 /** `message_id uuid, …`: the records as `json_to_recordset` reads them. */
 const DEFINITION = COLUMNS.map((column) => `${column.name} ${column.type}`).join(", ");
-/** Every column but the key, from the row the insert proposed. */
-const UPDATE = COLUMNS.filter((column) => !column.primaryKey)
+/**
+ * The content a message was accepted with: written when its record is made, never changed by a
+ * later append (whose copy may predate an erasure that blanked them).
+ */
+const CONTENT_COLUMNS: ReadonlySet<string> = new Set([
+  "recipient",
+  "body",
+  "subject",
+  "template_fields",
+  "content_enc",
+  "recipient_keys",
+] satisfies Array<SqlName<keyof MessageRow>>);
+/** Every column but the key and the content, from the row the insert proposed. */
+const UPDATE = COLUMNS.filter((column) => !column.primaryKey && !CONTENT_COLUMNS.has(column.name))
   .map((column) => `${column.name} = excluded.${column.name}`)
   .join(", ");
 /**
@@ -67,23 +82,36 @@ export const REPLACE_OLDER_RECORD = `on conflict (message_id) do update set ${UP
 const INSERT_RECORDS = insertRecordsFrom(recordsInput("$1"));
 
 /** A record keyed by column name, what {@link insertRecords} takes: the table's names and types. */
-export type RecordColumns = { [K in keyof MessageRow as SqlName<K>]: MessageRow[K] };
+export type RecordColumns = {
+  [K in keyof MessageRow as SqlName<K>]: MessageRow[K] extends Buffer | null ? string | null : MessageRow[K];
+};
 
 /** A record as the select list reads it: timestamps as epoch milliseconds. */
 type ReadColumns = {
-  [K in keyof MessageRow as SqlName<K>]: MessageRow[K] extends Date
-    ? number
-    : MessageRow[K] extends Date | null
-      ? number | null
-      : MessageRow[K];
+  [K in keyof MessageRow as SqlName<K>]: MessageRow[K] extends Buffer | null
+    ? MessageRow[K]
+    : MessageRow[K] extends Date
+      ? number
+      : MessageRow[K] extends Date | null
+        ? number | null
+        : MessageRow[K];
 };
 
 // The two mappings are object literals rather than loops over COLUMNS: V8 builds a literal's
 // shape once, and they run for every accept, append and read. Their types come from the table,
 // so the compiler refuses a mapping that misses a column or names one that is not there.
 
-/** A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`). */
-export function recordColumns(row: MessageRow): RecordColumns {
+/**
+ * A `messages` row keyed by column name, for the statements that insert JSON (`json_to_recordset`).
+ * `withContent: false` leaves the content columns null: for an append to a message whose record
+ * exists (the accept wrote it; the rebuild rewrites every record under a lock), whose upsert never
+ * changes them ({@link REPLACE_OLDER_RECORD}), so the statement need not carry them.
+ */
+export function recordColumns(row: MessageRow, withContent = true): RecordColumns {
+  return withContent ? withContentColumns(row) : withoutContentColumns(row);
+}
+
+function withContentColumns(row: MessageRow): RecordColumns {
   return {
     message_id: row.messageId,
     organization_id: row.organizationId,
@@ -104,6 +132,34 @@ export function recordColumns(row: MessageRow): RecordColumns {
     delivery_time: row.deliveryTime,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
+    content_enc: byteaText(row.contentEnc),
+    recipient_keys: row.recipientKeys,
+  };
+}
+
+function withoutContentColumns(row: MessageRow): RecordColumns {
+  return {
+    message_id: row.messageId,
+    organization_id: row.organizationId,
+    product_id: row.productId,
+    channel: row.channel,
+    status: row.status,
+    priority: row.priority,
+    notification_type: row.notificationType,
+    recipient: null,
+    sender: row.sender,
+    body: null,
+    subject: null,
+    template_fields: null,
+    retry_enabled: row.retryEnabled,
+    retry_count: row.retryCount,
+    version: row.version,
+    next_attempt_at: row.nextAttemptAt,
+    delivery_time: row.deliveryTime,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+    content_enc: null,
+    recipient_keys: null,
   };
 }
 
@@ -131,7 +187,29 @@ function readRecord(read: ReadColumns): MessageRow {
     deliveryTime: date(read.delivery_time),
     createdAt: new Date(read.created_at),
     updatedAt: new Date(read.updated_at),
+    contentEnc: read.content_enc,
+    recipientKeys: read.recipient_keys,
   };
+}
+
+/**
+ * Records with their sealed content opened into the content columns. Those stay null where the
+ * content was erased (its key destroyed, or its sealed part blanked).
+ */
+export async function openRecords(rows: MessageRow[], vault: ContentVault): Promise<MessageRow[]> {
+  const opener = await vault.opener(rows.map((row) => row.contentEnc));
+  for (const row of rows) {
+    if (!row.contentEnc) continue;
+    const opened = opener.open(row.contentEnc, row.organizationId, row.messageId);
+    if (!opened) continue;
+    const content = Object.assign({ channel: row.channel }, opened) as unknown as MessageContent;
+    const columns = channelNamed(row.channel).record(content as never);
+    row.recipient = content.recipient;
+    row.body = columns.body;
+    row.subject = columns.subject;
+    row.templateFields = columns.templateFields;
+  }
+  return rows;
 }
 
 /** Inserts records (from {@link recordColumns}) in one statement. */
@@ -151,8 +229,12 @@ interface Key {
  * {@link FindRecord} where the reads that arrive together share one query; `limits` bound the
  * reads waiting while one runs, as for accepts.
  */
-export function createRecordFinder(sql: SqlClient, limits: QueueLimits = {}): FindRecord {
-  const find = microBatch((keys: Key[]) => findMany(sql, keys), {
+export function createRecordFinder(
+  sql: SqlClient,
+  vault: ContentVault,
+  limits: QueueLimits = {},
+): FindRecord {
+  const find = microBatch((keys: Key[]) => findMany(sql, vault, keys), {
     maxBatch: 100,
     // One query at a time, as for accepts: reads that arrive meanwhile form the next, larger batch.
     maxInFlight: 1,
@@ -162,15 +244,24 @@ export function createRecordFinder(sql: SqlClient, limits: QueueLimits = {}): Fi
   return (organizationId, messageId) => find({ organizationId, messageId });
 }
 
-async function findMany(sql: SqlClient, keys: Key[]): Promise<Array<MessageRow | undefined>> {
+async function findMany(
+  sql: SqlClient,
+  vault: ContentVault,
+  keys: Key[],
+): Promise<Array<MessageRow | undefined>> {
   // The ids as one array parameter, not a JSON set to join: Postgres costs a join to a
   // set-returning function at 100 rows and, on tables of moderate size, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
   const rows = await runStatement<ReadColumns[]>(sql, FIND_RECORDS, [keys.map((key) => key.messageId)]);
   const found = new Map(rows.map((row) => [row.message_id, row]));
-  return keys.map((key) => {
+  const records = keys.map((key) => {
     const row = found.get(key.messageId);
     // Another organization's message is not found, exactly like an unknown one.
     return row && row.organization_id === key.organizationId ? readRecord(row) : undefined;
   });
+  await openRecords(
+    records.filter((record): record is MessageRow => record !== undefined),
+    vault,
+  );
+  return records;
 }

@@ -3,6 +3,7 @@ import { Queue, Worker } from "bullmq";
 import { eq, sql } from "drizzle-orm";
 import { Redis } from "ioredis";
 import pino from "pino";
+import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase, type Database, type SqlClient } from "../../db/client.js";
@@ -17,6 +18,7 @@ import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
 import { systemTxtResolver } from "../../src/runtime/dns.js";
+import { createContentVault } from "../../src/store/content.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
@@ -24,6 +26,19 @@ import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../worke
 import { GENEROUS_LIMITS } from "./limits.js";
 
 export const silentLogger = pino({ level: "silent" });
+
+/** The master key of the tests' stacks (`CONTENT_MASTER_KEY`): 32 bytes, base64. */
+export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString("base64");
+
+/** A content vault under {@link TEST_MASTER_KEY}, as the processes make theirs. */
+export function testContentVault(sql: SqlClient) {
+  return createContentVault(sql, {
+    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
+    CONTENT_MASTER_KEY_ID: "test",
+    CONTENT_PREVIOUS_MASTER_KEYS: undefined,
+    DATA_KEY_CACHE_TTL_MS: 60_000,
+  });
+}
 
 /** Every channel's simulator (rate-limited cases ask for 50 ms), with some replaced. */
 export function simulatorProviders(overrides: Partial<Providers> = {}): Providers {
@@ -48,6 +63,8 @@ export function createHarness(env: Record<string, string> = {}) {
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
     ...GENEROUS_LIMITS,
+    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
+    CONTENT_MASTER_KEY_ID: "test",
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
@@ -56,7 +73,7 @@ export function createHarness(env: Record<string, string> = {}) {
   const metrics = createMetrics({ process: "web", queue, db });
   // Made as the processes make them: one message store for the app, one delivery store for its workers.
   const store = messageStoreFor(config, sql);
-  const deliveryStore = createDeliveryStore(sql);
+  const deliveryStore = createDeliveryStore(sql, store.content);
   const deps = {
     config,
     db,
@@ -83,7 +100,7 @@ export function createHarness(env: Record<string, string> = {}) {
     deps,
     deliveryStore,
     /** This harness's app deps on another database (one that is down, slow or read-only). */
-    depsOn(database: { db: Database; sql: SqlClient }) {
+    depsOn(database: { db: Database; sql: postgres.Sql }) {
       return { ...deps, db: database.db, store: messageStoreFor(config, database.sql) };
     },
     /**

@@ -61,7 +61,11 @@ export function responseChecker(document: OpenApiDocument) {
     return validate;
   }
 
-  return async function expectDocumented(response: Response, method: "get" | "post", path: string) {
+  return async function expectDocumented(
+    response: Response,
+    method: "get" | "post" | "put" | "delete",
+    path: string,
+  ) {
     const validate = validatorFor(method, path, response.status);
     expect(response.headers.get("content-type")).toMatch(/^application\/json/);
     const body: unknown = await response.clone().json();

@@ -1,8 +1,10 @@
 import type { Route } from "../types.js";
+import { createErasure } from "./erasures/create.js";
 import { getMessage } from "./messages/get.js";
 import { getMessageEvents } from "./messages/get-events.js";
 import { listMessages } from "./messages/list.js";
 import { sendRoutes } from "./notifications/send.js";
+import { eraseOrganizationData } from "./organizations/erase-data.js";
 import { getOrganization } from "./organizations/get.js";
 import { onboardOrganizations } from "./organizations/onboard.js";
 import { deleteSender } from "./senders/delete.js";
@@ -21,10 +23,12 @@ import { updateTemplate } from "./templates/update.js";
 export const routes: readonly Route[] = [
   getOrganization,
   onboardOrganizations,
+  eraseOrganizationData,
   ...sendRoutes,
   listMessages,
   getMessage,
   getMessageEvents,
+  createErasure,
   createTemplate,
   listTemplates,
   getTemplate,

@@ -16,9 +16,9 @@ export const messageRecord = z
       .meta({ description: "When the provider accepted it; null until then" }),
     organization_id: z.uuid(),
     product_id: z.string(),
-    receiver_id: z.string().meta({
+    receiver_id: z.string().nullable().meta({
       description:
-        "The recipient: SMS the E.164 number; e-mail the `to` addresses, comma-separated; push the subscription's endpoint",
+        "The recipient: SMS the E.164 number; e-mail the `to` addresses, comma-separated; push the subscription's endpoint. Null once the message's content was erased",
     }),
     sender_id: z.string().meta({
       description: "SMS the sender id; e-mail `from_email`; push the VAPID subject (`VAPID_SUBJECT`)",
@@ -31,11 +31,12 @@ export const messageRecord = z
       channel: z.enum(CHANNELS),
       id: z.uuid(),
       message: z.string().nullable().meta({
-        description: "SMS: the text; push: the notification's body; e-mail: null (the template is its body)",
+        description:
+          "SMS: the text; push: the notification's body; e-mail: null (the template is its body). Null once the content was erased",
       }),
       priority: z.enum(PRIORITY_TIERS),
       product_id: z.string(),
-      recipient: z.string(),
+      recipient: z.string().nullable().meta({ description: "As `receiver_id`; null once erased" }),
       retry_enabled: z.boolean(),
       sender: z.string(),
       retry_count: z.int().min(0),

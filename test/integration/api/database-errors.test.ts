@@ -5,7 +5,14 @@ import { createDatabase } from "../../../db/client.js";
 import { isDatabaseUnavailable } from "../../../db/errors.js";
 import { type AcceptDeps, acceptMessage } from "../../../src/messages/accept.js";
 import { createMessageStore } from "../../../src/store/message-store.js";
-import { countMessages, createHarness, type Harness, onboard, sendSms } from "../../support/harness.js";
+import {
+  countMessages,
+  createHarness,
+  type Harness,
+  onboard,
+  sendSms,
+  testContentVault,
+} from "../../support/harness.js";
 
 /**
  * Which Postgres errors mean "the database cannot serve this now, come back shortly" (503 +
@@ -111,6 +118,9 @@ describe("a send when the pool's connections are read-only", () => {
   });
 
   it("given a batch of 20 refused with 25006, then it is not run again one request at a time", async () => {
+    // The organization's data key exists (made by a send before the standby took over), so the
+    // read-only connection only has the batch's own statement to refuse.
+    await h.deps.store.content.keys.current(organization.id);
     let batchStatements = 0;
     const { sql: client } = createDatabase({
       url: readOnlyUrl(h.config.DATABASE_URL),
@@ -121,7 +131,7 @@ describe("a send when the pool's connections are read-only", () => {
     });
     try {
       const deps: AcceptDeps = {
-        store: createMessageStore({ sql: client, queuePrefix: "ro" }),
+        store: createMessageStore({ sql: client, queuePrefix: "ro", content: testContentVault(client) }),
         now: () => new Date(),
         newId: uuidv7,
       };

@@ -1,4 +1,4 @@
-import { createECDH, randomBytes } from "node:crypto";
+import { createECDH, randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
 import { createApp } from "../../../src/api/app.js";
@@ -126,7 +126,7 @@ describe("GET /openapi.json", () => {
       Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
     );
     expect(served).toEqual(new Set(documented));
-    expect(documented).toHaveLength(19);
+    expect(documented).toHaveLength(21);
   });
 
   it("names the security scheme of each route's authentication", () => {
@@ -315,6 +315,48 @@ describe("every response matches the document", () => {
 });
 
 const TEMPLATES = "/api/v1/templates";
+describe("every erasure response matches the document", () => {
+  const ERASURES = "/api/v1/erasures";
+  const ORGANIZATION_DATA = "/api/v1/organizations/{organization_id}/data";
+
+  it(`POST ${ERASURES}`, async () => {
+    const key = { "x-api-key": org.apiKey };
+    const cases = [
+      postJson(ERASURES, { recipient: "+14155550100" }, key), // 200
+      postJson(ERASURES, { recipient: "" }, key), // 400
+      postJson(ERASURES, "{ nope", key), // 400
+      postJson(ERASURES, { recipient: "+14155550100" }), // 401
+      postJson(ERASURES, { recipient: "+14155550100" }, { ...key, "content-type": "text/plain" }), // 415
+      postJson(ERASURES, { recipient: "+14155550100" }, key, offline), // 503
+    ];
+    const statuses = [];
+    for (const response of await Promise.all(cases)) {
+      statuses.push(response.status);
+      await expectDocumented(response, "post", ERASURES);
+    }
+    expect(statuses).toEqual([200, 400, 400, 401, 415, 503]);
+  });
+
+  it(`DELETE ${ORGANIZATION_DATA}`, async () => {
+    const erased = await onboard(h);
+    const remove = (id: string, app = h.app) =>
+      app.request(`/api/v1/organizations/${id}/data`, { method: "DELETE" });
+    const cases = [
+      remove(erased.id), // 200
+      remove("not-a-uuid"), // 400
+      remove(erased.id, guarded), // 401
+      remove(randomUUID()), // 404
+      remove(erased.id, offline), // 503
+    ];
+    const statuses = [];
+    for (const response of await Promise.all(cases)) {
+      statuses.push(response.status);
+      await expectDocumented(response, "delete", ORGANIZATION_DATA);
+    }
+    expect(statuses).toEqual([200, 400, 401, 404, 503]);
+  });
+});
+
 const TEMPLATE = "/api/v1/templates/{name}";
 const RENDER = "/api/v1/templates/{name}/render";
 const template = { name: "documented", code: '<div mc:edit="main">*|FNAME|*</div>' };

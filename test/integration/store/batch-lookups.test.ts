@@ -6,7 +6,7 @@ import { IDEMPOTENCY_WINDOW_MS } from "../../../src/store/accept-batcher.js";
 import { createRecordFinder } from "../../../src/store/records.js";
 import { createDeliveryStore } from "../../../workers/delivery-store.js";
 import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../../workers/idempotency-pruner.js";
-import { eventually } from "../../support/harness.js";
+import { eventually, testContentVault } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**
@@ -87,8 +87,8 @@ async function addMessages(count: number): Promise<string[]> {
 describe("grouped loads and reads of messages", () => {
   it("use the primary key as the tables grow, never a scan of the whole table per batch", async () => {
     const { sql } = createDatabase({ url, poolSize: 1 });
-    const deliveries = createDeliveryStore(sql);
-    const findRecord = createRecordFinder(sql);
+    const deliveries = createDeliveryStore(sql, testContentVault(sql));
+    const findRecord = createRecordFinder(sql, testContentVault(sql));
     let total = 0;
     try {
       for (let round = 0; round < ROUNDS; round++) {

@@ -9,7 +9,7 @@ import { type AcceptRequest, acceptMessage } from "../../../src/messages/accept.
 import { createMessageStore, type MessageStore } from "../../../src/store/message-store.js";
 import type { Organization } from "../../../src/store/organizations.js";
 import { TcpProxy } from "../../faults/support/tcp-proxy.js";
-import { createHarness, eventually, type Harness, onboard } from "../../support/harness.js";
+import { createHarness, eventually, type Harness, onboard, testContentVault } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**
@@ -56,7 +56,7 @@ async function throughProxy(latencyMs: number) {
     },
   });
   return {
-    store: createMessageStore({ sql: client, queuePrefix: "held-keys" }),
+    store: createMessageStore({ sql: client, queuePrefix: "held-keys", content: testContentVault(client) }),
     proxy,
     get batchStatements() {
       return batchStatements;

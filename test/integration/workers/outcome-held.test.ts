@@ -17,6 +17,7 @@ import {
   onboard,
   sendSms,
   simulatorProviders,
+  testContentVault,
 } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { eventsOf, shapeOf } from "./history.js";
@@ -93,7 +94,7 @@ function processorWith(provider: SmsProvider) {
   const gate = new DatabaseGate({ probe: () => worker.sql`select 1`, probeIntervalMs: 50, logger });
   const deliver = createDeliveryProcessor({
     db: worker.db,
-    store: createDeliveryStore(worker.sql),
+    store: createDeliveryStore(worker.sql, testContentVault(worker.sql)),
     providers: simulatorProviders({ sms: provider }),
     policy: { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 600_000 },
     logger,

@@ -67,7 +67,7 @@ export const listMessages = defineRoute({
   }),
   async handler(c, deps) {
     const { status, channel, created_after, created_before, limit, cursor } = c.req.valid("query");
-    const page = await pageOfMessages(deps.db, c.get("organization").id, {
+    const page = await pageOfMessages(deps.db, deps.store.content, c.get("organization").id, {
       status,
       channel,
       createdAfter: created_after,

@@ -1,0 +1,234 @@
+import type { SqlClient } from "../../db/client.js";
+import type { MessageContent } from "../domain/events.js";
+import type { Config } from "../runtime/config.js";
+import {
+  blindIndex,
+  keyringFromConfig,
+  open,
+  seal,
+  UnreadableContentError,
+} from "../runtime/content-crypto.js";
+import type { Logger } from "../runtime/logger.js";
+import { type DataKey, DataKeys } from "./data-keys.js";
+
+/**
+ * A message's content at rest (docs/decisions/0034). What queries, the sweeper, the history and
+ * the domain's decisions need stays in clear; the rest (recipient, body, subject, template fields
+ * and merge variables, push keys and payload: whatever a channel adds) is sealed with the
+ * organization's data key into one `content_enc` value, stored with the `accepted` event and
+ * copied into the record. Readers that need the content open it; the others never touch it.
+ *
+ * Format of `content_enc`: a version byte (1), the data key's id (16 bytes), then AES-256-GCM's
+ * nonce, ciphertext and tag. The authenticated data is that header with the organization and the
+ * message id, so a sealed content copied to another message, or another organization's, does
+ * not open.
+ */
+
+/** The content fields stored in clear. Every other field, including any a new channel adds, is sealed. */
+const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
+  "id",
+  "organizationId",
+  "productId",
+  "channel",
+  "priority",
+  "notificationType",
+  "retryEnabled",
+  "sender",
+  "expiresAt",
+]);
+
+const FORMAT_VERSION = 1;
+const HEADER_BYTES = 17;
+
+/** How a content is stored: its clear part, its sealed part, its recipients' blind indexes. */
+export interface StoredContent {
+  /** The `accepted` event's `data`. */
+  clear: Record<string, unknown>;
+  /** Null once erased. */
+  sealed: Buffer | null;
+  recipientKeys: string[] | null;
+}
+
+/**
+ * Contents the store has sealed or read sealed, with how they are stored: a record or an event
+ * written for the message carries the sealed form, never the clear one. Keyed by the content
+ * object itself, which a message's state keeps from its `accepted` event on.
+ */
+const stored = new WeakMap<object, StoredContent>();
+
+/** How this content is stored, if it is stored sealed (undefined: a message from before encryption). */
+export function storedContentOf(content: MessageContent): StoredContent | undefined {
+  return stored.get(content);
+}
+
+/**
+ * True when the content was sealed but is not there to read: its key destroyed (the
+ * organization's data erased), its sealed part set to null (the recipient's data erased), or a
+ * reader that did not open it (the history, the rebuild).
+ */
+export function isContentErased(content: MessageContent): boolean {
+  return stored.has(content) && typeof (content as { recipient?: unknown }).recipient !== "string";
+}
+
+/** The recipients a content names, normalised as {@link normaliseRecipient} does. */
+function recipientsOf(content: MessageContent): string[] {
+  const recipients = content.recipient.split(",").map(normaliseRecipient);
+  if (content.channel === "email") {
+    for (const to of content.email.message.to) recipients.push(normaliseRecipient(to.email));
+  }
+  return [...new Set(recipients)].filter((recipient) => recipient !== "");
+}
+
+/** How a recipient is compared: trimmed, lower case (E.164 numbers, e-mail addresses, push endpoints). */
+export function normaliseRecipient(recipient: string): string {
+  return recipient.trim().toLowerCase();
+}
+
+/** A bytea value as JSON carries it to `json_to_recordset`: its text input form. */
+export function byteaText(value: Buffer | null): string | null {
+  return value === null ? null : `\\x${value.toString("hex")}`;
+}
+
+function keyIdBytes(id: string): Buffer {
+  return Buffer.from(id.replaceAll("-", ""), "hex");
+}
+
+function keyIdOf(sealed: Buffer): string | undefined {
+  if (sealed.length < HEADER_BYTES || sealed[0] !== FORMAT_VERSION) return undefined;
+  const hex = sealed.toString("hex", 1, HEADER_BYTES);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function aad(header: Buffer, organizationId: string, messageId: string): Buffer {
+  return Buffer.concat([header, Buffer.from(`|${organizationId}|${messageId}`)]);
+}
+
+/** Seals contents with their organizations' keys and opens them again. */
+export class ContentVault {
+  /** Each key's header (format version and key id), made once. */
+  readonly #headers = new Map<string, Buffer>();
+
+  constructor(readonly keys: DataKeys) {}
+
+  #headerOf(keyId: string): Buffer {
+    let header = this.#headers.get(keyId);
+    if (!header) {
+      header = Buffer.alloc(HEADER_BYTES);
+      header[0] = FORMAT_VERSION;
+      keyIdBytes(keyId).copy(header, 1);
+      if (this.#headers.size >= 10_000) this.#headers.clear();
+      this.#headers.set(keyId, header);
+    }
+    return header;
+  }
+
+  /**
+   * Seals a new message's content; from now on the store writes it in its sealed form. Also
+   * gives a keyed digest under the same key, for what must be compared without being readable
+   * (the request hash an `Idempotency-Key` holds).
+   */
+  async seal(
+    content: MessageContent,
+  ): Promise<StoredContent & { requestKey: (requestHash: string) => string }> {
+    const key = await this.keys.current(content.organizationId);
+    const clear: Record<string, unknown> = {};
+    const secret: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(content)) {
+      if (CLEAR_FIELDS.has(name)) clear[name] = value;
+      else secret[name] = value;
+    }
+    const header = this.#headerOf(key.id);
+    const result: StoredContent = {
+      clear,
+      sealed: seal(
+        key.key,
+        Buffer.from(JSON.stringify(secret)),
+        aad(header, content.organizationId, content.id),
+        header,
+      ),
+      recipientKeys: recipientsOf(content).map((recipient) => blindIndex(key.indexKey, recipient)),
+    };
+    stored.set(content, result);
+    return Object.assign(
+      { requestKey: (requestHash: string) => blindIndex(key.indexKey, `request|${requestHash}`) },
+      result,
+    );
+  }
+
+  /** Loads the keys these sealed contents need: the {@link Opener} then opens them without waiting. */
+  async opener(sealed: Iterable<Buffer | null | undefined>): Promise<Opener> {
+    const ids = new Set<string>();
+    for (const value of sealed) {
+      const id = value ? keyIdOf(value) : undefined;
+      if (id) ids.add(id);
+    }
+    return new Opener(ids.size > 0 ? await this.keys.load(ids) : new Map());
+  }
+}
+
+/** Opens sealed contents with the keys {@link ContentVault.opener} loaded for them. */
+export class Opener {
+  constructor(readonly keys: ReadonlyMap<string, DataKey | null>) {}
+
+  /**
+   * The sealed fields of a content, or undefined when they cannot be read: erased, or sealed with
+   * a destroyed key. Throws {@link UnreadableContentError} when the key is there and the content
+   * still does not open (altered, or moved from another message).
+   */
+  open(
+    sealed: Buffer | null,
+    organizationId: string,
+    messageId: string,
+  ): Record<string, unknown> | undefined {
+    if (!sealed) return undefined;
+    const keyId = keyIdOf(sealed);
+    if (!keyId) throw new UnreadableContentError(`message ${messageId}: unknown content format`);
+    const key = this.keys.get(keyId);
+    if (key === undefined) throw new Error(`data key ${keyId} was not loaded before opening`);
+    if (key === null || key.organizationId !== organizationId) return undefined;
+    const header = sealed.subarray(0, HEADER_BYTES);
+    const plaintext = open(key.key, sealed, aad(header, organizationId, messageId), HEADER_BYTES);
+    return JSON.parse(plaintext.toString("utf8")) as Record<string, unknown>;
+  }
+}
+
+/**
+ * An `accepted` event's content as stored: the clear `data`, with the sealed fields added when
+ * `opener` is given and can open them. A content stored sealed is remembered as such (see
+ * {@link storedContentOf}), whether it was opened or not; one from before encryption is `data`.
+ */
+export function storedContent(
+  data: Record<string, unknown>,
+  sealed: Buffer | null,
+  recipientKeys: string[] | null,
+  opener?: Opener,
+): MessageContent {
+  // Not sealed and not erased: a content from before encryption, its recipient in clear.
+  if (!sealed && typeof data.recipient === "string") return data as unknown as MessageContent;
+  const opened = opener?.open(sealed, data.organizationId as string, data.id as string);
+  const content = (opened ? Object.assign({}, data, opened) : data) as unknown as MessageContent;
+  stored.set(content, { clear: data, sealed, recipientKeys });
+  return content;
+}
+
+/**
+ * The vault a process makes once, at start-up, from the configuration's master keys. Warns when
+ * it falls back on the public development key (never in production: the config refuses that).
+ */
+export function createContentVault(
+  sql: SqlClient,
+  config: Pick<
+    Config,
+    "CONTENT_MASTER_KEY" | "CONTENT_MASTER_KEY_ID" | "CONTENT_PREVIOUS_MASTER_KEYS" | "DATA_KEY_CACHE_TTL_MS"
+  >,
+  logger?: Pick<Logger, "warn">,
+): ContentVault {
+  const { keyring, development } = keyringFromConfig(config);
+  if (development) {
+    logger?.warn(
+      "CONTENT_MASTER_KEY is unset: message content is sealed under the public development key, " +
+        "which protects nothing (production refuses to start without a key of its own)",
+    );
+  }
+  return new ContentVault(new DataKeys(sql, keyring, { cacheTtlMs: config.DATA_KEY_CACHE_TTL_MS }));
+}

@@ -1,0 +1,57 @@
+import type postgres from "postgres";
+import type { MessageContent } from "../domain/events.js";
+import { byteaText, type ContentVault } from "./content.js";
+
+/**
+ * Seals the content of messages accepted before content was encrypted (docs/decisions/0034):
+ * their `accepted` event gets its content sealed and keeps only the clear fields in `data` (the
+ * append-only trigger lets exactly that through, in a transaction that says
+ * `notify.sealing_content`), and their record drops the clear columns for the sealed copy. A page
+ * at a time, each in one transaction; safe to run while the service runs, and to run again.
+ * Returns how many messages were sealed.
+ */
+export async function sealExistingContent(
+  sql: postgres.Sql,
+  vault: ContentVault,
+  options: { pageSize?: number; onPage?: (sealed: number) => void } = {},
+): Promise<number> {
+  const pageSize = options.pageSize ?? 500;
+  let total = 0;
+  let after = 0;
+  for (;;) {
+    const rows = await sql<Array<{ position: number; data: MessageContent }>>`
+      select position, data from message_events
+      where position > ${after} and type = 'accepted' and content_enc is null and data ? 'recipient'
+      order by position limit ${pageSize}`;
+    if (rows.length === 0) return total;
+    const sealed = await Promise.all(
+      rows.map(async ({ data }) => ({ data, stored: await vault.seal(data) })),
+    );
+    const input = sealed.map(({ data, stored }) => ({
+      message_id: data.id,
+      data: stored.clear,
+      content_enc: byteaText(stored.sealed),
+      recipient_keys: stored.recipientKeys,
+    }));
+    await sql.begin(async (tx) => {
+      await tx`select set_config('notify.sealing_content', 'on', true)`;
+      const json = JSON.stringify(input);
+      await tx.unsafe(
+        `update message_events e set data = i.data, content_enc = i.content_enc, recipient_keys = i.recipient_keys
+         from json_to_recordset($1::json) as i(message_id uuid, data jsonb, content_enc bytea, recipient_keys text[])
+         where e.message_id = i.message_id and e.seq = 1 and e.content_enc is null`,
+        [json],
+      );
+      await tx.unsafe(
+        `update messages m set recipient = null, body = null, subject = null, template_fields = null,
+           content_enc = i.content_enc, recipient_keys = i.recipient_keys
+         from json_to_recordset($1::json) as i(message_id uuid, content_enc bytea, recipient_keys text[])
+         where m.message_id = i.message_id and m.content_enc is null`,
+        [json],
+      );
+    });
+    total += rows.length;
+    options.onPage?.(total);
+    after = rows[rows.length - 1]?.position ?? after;
+  }
+}
