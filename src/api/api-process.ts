@@ -1,5 +1,6 @@
 import cluster from "node:cluster";
 import { serve } from "@hono/node-server";
+import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { createDatabase, type Executor, type SqlClient } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
@@ -86,7 +87,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(config: Config, sql: SqlClient, logger?: Logger): MessageStore {
+export function messageStoreFor(config: Config, sql: postgres.Sql, logger?: Logger): MessageStore {
   return createMessageStore({
     sql,
     queuePrefix: config.QUEUE_PREFIX,
