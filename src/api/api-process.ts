@@ -2,7 +2,7 @@ import cluster from "node:cluster";
 import { serve } from "@hono/node-server";
 import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
-import { createDatabase, type Executor, type SqlClient } from "../../db/client.js";
+import { createDatabase, type Executor } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
 import { createVerifiedSenders, type VerifiedSenders } from "../messages/verified-senders.js";
 import { clusterWideMetrics } from "../observability/cluster-metrics.js";
