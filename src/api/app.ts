@@ -35,7 +35,12 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 
   app.use(requestLog(deps.logger, deps.metrics));
   // With an operator port, the public one keeps only what a router's health check needs.
-  app.route("/", deps.config.OPS_PORT === undefined ? operatorRoutes(deps) : livenessRoute());
+  app.route(
+    "/",
+    deps.config.OPS_PORT === undefined
+      ? operatorRoutes(deps, { trustProxy: deps.config.TRUST_PROXY })
+      : livenessRoute(),
+  );
 
   registerRoutes(app, routes, deps);
   serveDocs(app, apiInfo);

@@ -19,17 +19,21 @@ export function createOpsApp(deps: AppDeps): Hono<AppEnv> {
   // The dashboard's actions are the only bodies here.
   app.use("/admin/*", bodyLimit(MAX_BODY_BYTES));
   app.use(requestLog(deps.logger, deps.metrics));
-  app.route("/", operatorRoutes(deps));
+  // Reached directly, never through the public proxy: X-Forwarded-For here is the client's own claim.
+  app.route("/", operatorRoutes(deps, { trustProxy: false }));
   app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));
   app.onError(handleError(deps.logger));
   return app;
 }
 
-/** The operator's endpoints with the API's settings: the dashboard's logins counted by client IP. */
-export function operatorRoutes(deps: AppDeps): Hono {
+/**
+ * The operator's endpoints with the API's settings: the dashboard's logins counted by client IP,
+ * taken from `X-Forwarded-For` only when `trustProxy` (the public port's copy, behind `TRUST_PROXY`).
+ */
+export function operatorRoutes(deps: AppDeps, { trustProxy }: { trustProxy: boolean }): Hono {
   return operationsRoutes({
     ...deps,
     admin: adminCredentials(deps.config),
-    clientIp: clientIpResolver(deps.config.TRUST_PROXY),
+    clientIp: clientIpResolver(trustProxy),
   });
 }

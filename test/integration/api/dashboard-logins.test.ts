@@ -18,13 +18,20 @@ afterAll(async () => {
   }
 });
 
-/** The API's operator port, served over a real socket on loopback, with the dashboard on. */
-async function dashboard(env: Record<string, string> = {}): Promise<number> {
-  const harness = createHarness({ ADMIN_USER: "ops", ADMIN_PASSWORD: PASSWORD, OPS_PORT: "9465", ...env });
+/**
+ * The API's operator port (or, with `publicPort`, the public app without OPS_PORT, which then
+ * serves the dashboard itself), over a real socket on loopback, with the dashboard on.
+ */
+async function dashboard(env: Record<string, string> = {}, { publicPort = false } = {}): Promise<number> {
+  const harness = createHarness({
+    ADMIN_USER: "ops",
+    ADMIN_PASSWORD: PASSWORD,
+    ...(publicPort ? {} : { OPS_PORT: "9465" }),
+    ...env,
+  });
+  const app = publicPort ? harness.app : createOpsApp(harness.deps);
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const started = serve({ fetch: createOpsApp(harness.deps).fetch, port: 0, hostname: "127.0.0.1" }, () =>
-      resolve(started),
-    );
+    const started = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(started));
   });
   running.push({ harness, server });
   return (server.address() as AddressInfo).port;
@@ -118,9 +125,19 @@ describe("failed dashboard logins", () => {
     });
   });
 
-  describe("with TRUST_PROXY, clients are told apart by the address our proxy appended", () => {
-    it("the operator behind the same proxy logs in while the guessing client is refused", async () => {
+  describe("with TRUST_PROXY and OPS_PORT, the operator port (never behind the proxy) ignores X-Forwarded-For", () => {
+    it("a guesser rotating X-Forwarded-For is refused after ten failures", async () => {
       const port = await dashboard({ TRUST_PROXY: "true" });
+      for (let i = 0; i < MAX_FAILED_LOGINS; i++) {
+        expect((await login(port, `guess-${i}`, { forwardedFor: `198.51.100.${i + 1}` })).status).toBe(401);
+      }
+      expectRefused(await login(port, PASSWORD, { forwardedFor: "198.51.100.200" }));
+    });
+  });
+
+  describe("with TRUST_PROXY, the public port tells clients apart by the address our proxy appended", () => {
+    it("the operator behind the same proxy logs in while the guessing client is refused", async () => {
+      const port = await dashboard({ TRUST_PROXY: "true" }, { publicPort: true });
       // Every request comes from the proxy's one socket address; X-Forwarded-For names the client.
       await failTenTimes(port, { forwardedFor: "203.0.113.66" });
       expectRefused(await login(port, PASSWORD, { forwardedFor: "203.0.113.66" }));
@@ -128,7 +145,7 @@ describe("failed dashboard logins", () => {
     });
 
     it("a guesser cannot escape by putting other addresses before the proxy's", async () => {
-      const port = await dashboard({ TRUST_PROXY: "true" });
+      const port = await dashboard({ TRUST_PROXY: "true" }, { publicPort: true });
       for (let i = 0; i < MAX_FAILED_LOGINS; i++) {
         const forged = `198.51.100.${i + 1}, 203.0.113.66`;
         expect((await login(port, `guess-${i}`, { forwardedFor: forged })).status).toBe(401);
@@ -137,7 +154,7 @@ describe("failed dashboard logins", () => {
     });
 
     it("a guesser cannot escape by rotating the addresses of its IPv6 /64", async () => {
-      const port = await dashboard({ TRUST_PROXY: "true" });
+      const port = await dashboard({ TRUST_PROXY: "true" }, { publicPort: true });
       for (let i = 0; i < MAX_FAILED_LOGINS; i++) {
         expect((await login(port, `guess-${i}`, { forwardedFor: `2001:db8:66:1::${i + 1}` })).status).toBe(
           401,
