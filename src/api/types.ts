@@ -29,7 +29,14 @@ export interface AppDeps {
   txtResolver: TxtResolver;
 }
 
-export type AppEnv = { Variables: { organization: KeyOwner; requestId: string } };
+export type AppEnv = {
+  Variables: {
+    organization: KeyOwner;
+    requestId: string;
+    /** Set when a send's handler accepted a new message (what the daily quota counts). */
+    messageAccepted?: boolean;
+  };
+};
 export type AppContext = Context<AppEnv>;
 
 /** One endpoint: registered by `routes/index.ts` from a single list. */

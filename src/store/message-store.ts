@@ -4,6 +4,7 @@ import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-b
 import type { ContentVault } from "./content.js";
 import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { loadEvents, type StoredEvent } from "./events.js";
+import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
 import { type MessageRow, toMessageRow } from "./projection.js";
 import { createRecordFinder } from "./records.js";
@@ -26,6 +27,8 @@ export interface MessageStore {
   eraseOrganization(organizationId: string): Promise<number>;
   /** Blanks the content of the organization's messages to a recipient; returns their ids. */
   eraseRecipient(organizationId: string, recipient: string): Promise<string[]>;
+  /** Whether the organization holds a live `Idempotency-Key` at `at`: a request carrying it is a replay. */
+  holdsIdempotencyKey(organizationId: string, key: string, at: Date): Promise<boolean>;
 }
 
 export interface MessageStoreOptions {
@@ -68,5 +71,6 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     eraseOrganization: (organizationId) => eraseOrganizationContent(sql, content, organizationId),
     eraseRecipient: (organizationId, recipient) =>
       eraseRecipientContent(sql, content, organizationId, recipient),
+    holdsIdempotencyKey: (organizationId, key, at) => holdsIdempotencyKey(sql, organizationId, key, at),
   };
 }

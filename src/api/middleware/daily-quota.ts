@@ -4,14 +4,20 @@ import type { Redis } from "ioredis";
 import { ApiError } from "../../http/errors.js";
 import type { Config } from "../../runtime/config.js";
 import type { Logger } from "../../runtime/logger.js";
+import type { MessageStore } from "../../store/message-store.js";
 import { microBatch } from "../../store/micro-batch.js";
 import type { AppEnv } from "../types.js";
 import { type LimitState, limitHeaders, reportLimit } from "./limit-headers.js";
-import { redisOfQueue } from "./rate-limit.js";
+import {
+  isReplay,
+  positionsByKey,
+  REDIS_TIMEOUT_MS,
+  RedisTimeoutError,
+  redisOfQueue,
+  throttledWarning,
+  withTimeout,
+} from "./limit-support.js";
 
-/** Past this the quota's Redis counts as unavailable for that request, and the send goes on (fail open). */
-const REDIS_TIMEOUT_MS = 250;
-const WARN_EVERY_MS = 10_000;
 /**
  * After Redis failed or stayed silent, sends go uncounted this long before it is asked again, so
  * a hung Redis costs one send in a while its 250 ms, not every send.
@@ -62,6 +68,8 @@ export interface DailyQuotaDeps {
   logger: Logger;
   /** The clock that says which UTC day it is. */
   now: () => Date;
+  /** Where a refused send's `Idempotency-Key` is looked up (a held one is let through to its replay). */
+  store?: Pick<MessageStore, "holdsIdempotencyKey">;
 }
 
 /** The UTC day of `at` (`2026-11-24`), and the milliseconds from `at` to its end. */
@@ -75,10 +83,13 @@ export function utcDay(at: Date): { day: string; msLeft: number } {
  * Per-organization quota of messages per UTC day (`SEND_DAILY_QUOTA`), one counter per
  * organization and day in Redis (`<QUEUE_PREFIX>:quota:send:<organization id>:<day>`), shared by
  * every web process. A send takes one unit before it is handled, and gives it back unless its
- * answer is a 202 that accepted a message: dry runs, replays of an `Idempotency-Key`, and refused
- * or failed requests cost nothing. Over the quota: 429 `{ error }` with `Retry-After` until the
- * next UTC midnight. Redis unavailable or silent for 250 ms: the send goes on uncounted (fail
- * open; the rate limit still holds per process, decision 0032). Runs after the rate limit.
+ * handler accepted a message (see {@link markMessageAccepted}; an accept that outlives the request's
+ * deadline still counts): dry runs, replays of an `Idempotency-Key`, and refused or failed requests
+ * cost nothing. Over the quota: 429 `{ error }` with `Retry-After` until the next UTC midnight,
+ * except for the retry of an accepted send (an `Idempotency-Key` held), which gets its replay.
+ * Redis unavailable or silent for 250 ms: the send goes on uncounted (fail open; the rate limit
+ * still holds per process, decision 0032), and gives back the unit the late take may still have
+ * taken unless it accepted a message. Runs after the rate limit.
  * A quota of 0 turns it off.
  */
 export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> {
@@ -91,26 +102,17 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
   const keyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
   const policy = `${quota};w=86400`;
 
-  let lastWarnedAt = 0;
   let redisFailedAt = Number.NEGATIVE_INFINITY;
-  const warn = (error: unknown) => {
-    if (Date.now() - lastWarnedAt < WARN_EVERY_MS) return;
-    lastWarnedAt = Date.now();
-    deps.logger.warn({ err: error }, "daily quota: Redis unavailable, sends are not counted");
-  };
+  const warn = throttledWarning(deps.logger, "daily quota: Redis unavailable, sends are not counted");
 
   // The sends of one organization that arrive together take their units with one call.
   const take = microBatch(
     async (keys: Array<{ key: string; ttlMs: number }>): Promise<number[]> => {
-      const groups = new Map<string, { ttlMs: number; indexes: number[] }>();
-      keys.forEach(({ key, ttlMs }, index) => {
-        const group = groups.get(key);
-        if (group) group.indexes.push(index);
-        else groups.set(key, { ttlMs, indexes: [index] });
-      });
       const results = new Array<number>(keys.length);
       await Promise.all(
-        Array.from(groups, async ([key, { ttlMs, indexes }]) => {
+        Array.from(positionsByKey(keys.map(({ key }) => key)), async ([key, indexes]) => {
+          // The same key is the same day: any of its requests' expiry will do.
+          const ttlMs = keys[indexes[0] as number]?.ttlMs as number;
           const [granted, used] = await withTimeout(
             commands.sendQuotaTake(key, indexes.length, quota, ttlMs),
             REDIS_TIMEOUT_MS,
@@ -143,7 +145,13 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
     } catch (error) {
       redisFailedAt = performance.now();
       warn(error);
-      await next();
+      try {
+        await next();
+      } finally {
+        // A take given up on may still run: Redis runs the give-back after it, on the same connection.
+        if (error instanceof RedisTimeoutError && !c.get("messageAccepted"))
+          commands.sendQuotaGiveBack(key, 1).catch(warn);
+      }
       return;
     }
     const state: LimitState = {
@@ -153,6 +161,8 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
       policy,
     };
     if (used === REFUSED) {
+      // The retry of a send whose 202 was lost gets its replay, not a 429 until midnight.
+      if (await isReplay(c, deps)) return next();
       const retryAfter = Math.max(1, state.resetSeconds);
       throw new ApiError(
         429,
@@ -167,7 +177,7 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
     try {
       await next();
     } finally {
-      if (!acceptedAMessage(c)) {
+      if (!c.get("messageAccepted")) {
         state.remaining += 1;
         commands.sendQuotaGiveBack(key, 1).catch(warn);
       }
@@ -176,15 +186,11 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
   };
 }
 
-/** A 202 that is not the replay of an earlier one: a message was accepted. */
-function acceptedAMessage(c: Context): boolean {
-  return c.res.status === 202 && c.res.headers.get("Idempotent-Replayed") !== "true";
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+/**
+ * Tells the daily quota that this request's handler accepted a new message (not a replay, not a
+ * dry run), whatever the response ends up being: an accept that outlives the request's deadline
+ * answered by a 503 still took its unit.
+ */
+export function markMessageAccepted(c: Context<AppEnv>): void {
+  c.set("messageAccepted", true);
 }

@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
 import type { MiddlewareHandler } from "hono";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -10,13 +10,17 @@ import {
 import { ApiError } from "../../http/errors.js";
 import type { Config } from "../../runtime/config.js";
 import type { Logger } from "../../runtime/logger.js";
+import type { MessageStore } from "../../store/message-store.js";
 import { microBatch } from "../../store/micro-batch.js";
 import type { AppEnv } from "../types.js";
 import { limitHeaders, reportLimit } from "./limit-headers.js";
-
-/** Past this the limiter's Redis counts as unavailable for that request, and the process limits on its own. */
-const REDIS_TIMEOUT_MS = 250;
-const WARN_EVERY_MS = 10_000;
+import {
+  isReplay,
+  positionsByKey,
+  REDIS_TIMEOUT_MS,
+  redisOfQueue,
+  throttledWarning,
+} from "./limit-support.js";
 
 export interface RateLimitDeps {
   config: Pick<
@@ -32,6 +36,9 @@ export interface RateLimitDeps {
   /** The shared bucket store; without one every process limits on its own. */
   redis?: Redis;
   logger: Logger;
+  /** Where a refused send's `Idempotency-Key` is looked up (a held one is let through to its replay). */
+  store?: Pick<MessageStore, "holdsIdempotencyKey">;
+  now?: () => Date;
 }
 
 /** One per-organization token bucket: what it limits, and how fast. */
@@ -44,6 +51,8 @@ export interface BucketOptions {
   burst: number | undefined;
   /** What the 429 says is limited, e.g. "this organization may send 100 messages a second (bursts of 200)". */
   describe: (rate: number, burst: number) => string;
+  /** Lets a request over the limit through when it carries an `Idempotency-Key` already held (a replay). */
+  admitReplays?: boolean;
 }
 
 /**
@@ -91,12 +100,6 @@ redis.call('SET', KEYS[1], string.format('%.6f', tokens) .. ':' .. now, 'PX', tt
 return {consumed, wait}
 `;
 
-/** The ioredis client a BullMQ queue was built with, if it was given one (the API's fail-fast client). */
-export function redisOfQueue(queue: Pick<Queue, "opts"> | undefined): Redis | undefined {
-  const connection = queue?.opts.connection;
-  return connection instanceof Redis ? connection : undefined;
-}
-
 /**
  * Per-organization limit on sends (`SEND_RATE_LIMIT` a second, bursts of `SEND_RATE_BURST`), all
  * channels together; dry runs count. Must run after API-key authentication.
@@ -107,6 +110,7 @@ export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
     rate: deps.config.SEND_RATE_LIMIT,
     burst: deps.config.SEND_RATE_BURST,
     describe: (rate, burst) => `this organization may send ${rate} messages a second (bursts of ${burst})`,
+    admitReplays: true,
   });
 }
 
@@ -127,7 +131,7 @@ export function previewRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv>
  * in-memory limiter of the same rate takes over in each process (the library's insurance
  * limiter), so the limit holds, per process, while Redis is away. Every answer that passed it
  * carries the `RateLimit-*` fields (see limit-headers.ts); over the limit: 429 `{ error }` with
- * `Retry-After`. Must run after API-key authentication (the bucket is the organization's).
+ * `Retry-After`, unless `admitReplays` and the request is the retry of an accepted send. Must run after API-key authentication (the bucket is the organization's).
  * A rate of 0 turns it off.
  */
 export function rateLimit(deps: RateLimitDeps, options: BucketOptions): MiddlewareHandler<AppEnv> {
@@ -169,12 +173,13 @@ export function rateLimit(deps: RateLimitDeps, options: BucketOptions): Middlewa
     },
   );
 
-  let lastWarnedAt = 0;
+  const warn = throttledWarning(
+    deps.logger,
+    `rate limiter (${options.name}): Redis unavailable, limiting per process`,
+  );
+  const replayDeps = { store: deps.store, now: deps.now ?? (() => new Date()) };
   return async function rateLimitRequests(c, next) {
-    if (redis && redis.status !== "ready" && Date.now() - lastWarnedAt > WARN_EVERY_MS) {
-      lastWarnedAt = Date.now();
-      deps.logger.warn(`rate limiter (${options.name}): Redis unavailable, limiting per process`);
-    }
+    if (redis && redis.status !== "ready") warn();
     const taken = await take(c.get("organization").id);
     const state = {
       limit: burst,
@@ -183,6 +188,8 @@ export function rateLimit(deps: RateLimitDeps, options: BucketOptions): Middlewa
       policy,
     };
     if (!taken.allowed) {
+      // The retry of a send whose 202 was lost gets its replay, not a 429 (the handler answers it).
+      if (options.admitReplays && (await isReplay(c, replayDeps))) return next();
       const retryAfter = Math.max(1, state.resetSeconds);
       throw new ApiError(
         429,
@@ -221,12 +228,7 @@ async function takeTogether(
   refillSeconds: number,
   ids: string[],
 ): Promise<Taken[]> {
-  const positions = new Map<string, number[]>();
-  ids.forEach((id, index) => {
-    const list = positions.get(id);
-    if (list) list.push(index);
-    else positions.set(id, [index]);
-  });
+  const positions = positionsByKey(ids);
   const results = new Array<Taken>(ids.length);
   await Promise.all(
     Array.from(positions, async ([id, indexes]) => {

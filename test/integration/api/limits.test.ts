@@ -255,6 +255,97 @@ describe("the daily quota", () => {
   });
 });
 
+describe("a retry of an accepted send (its Idempotency-Key held) gets its replay, not a 429", () => {
+  it("given the daily quota reached, when the first send's key is retried, then 202 replayed; a new key still gets 429", async () => {
+    const org = await onboard(h);
+    const first = await send(h.app, org.apiKey, { headers: { "Idempotency-Key": "lost-answer" } });
+    expect(first.status).toBe(202);
+    for (let i = 0; i < 2; i++) expect((await send(h.app, org.apiKey)).status).toBe(202);
+    const retry = await send(h.app, org.apiKey, { headers: { "Idempotency-Key": "lost-answer" } });
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await retry.json()).toEqual(await first.json());
+    expect((await send(h.app, org.apiKey, { headers: { "Idempotency-Key": "new" } })).status).toBe(429);
+    expect(await countMessages(h, org.id)).toBe(3);
+  });
+
+  it("given the send rate exhausted, when the first send's key is retried, then 202 replayed; a send without one gets 429", async () => {
+    const app = createApp({
+      ...h.deps,
+      config: { ...h.config, SEND_RATE_LIMIT: 1, SEND_RATE_BURST: 1, SEND_DAILY_QUOTA: 0 },
+    });
+    const org = await onboard(h);
+    const first = await send(app, org.apiKey, { headers: { "Idempotency-Key": "lost-answer" } });
+    expect(first.status).toBe(202);
+    const retry = await send(app, org.apiKey, { headers: { "Idempotency-Key": "lost-answer" } });
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect((await send(app, org.apiKey)).status).toBe(429);
+    expect((await send(app, org.apiKey, { headers: { "Idempotency-Key": "new" } })).status).toBe(429);
+    expect(await countMessages(h, org.id)).toBe(1);
+  });
+});
+
+describe("what the daily quota counts, decided by the handler", () => {
+  it("given an accept that outlives REQUEST_TIMEOUT_MS (503) and then commits, then its unit stays taken", async () => {
+    let committed: Promise<unknown> = Promise.resolve();
+    const slowStore = {
+      ...h.deps.store,
+      accept: (pending: Parameters<typeof h.deps.store.accept>[0]) => {
+        const result = new Promise<void>((resolve) => setTimeout(resolve, 300)).then(() =>
+          h.deps.store.accept(pending),
+        );
+        committed = result;
+        return result;
+      },
+    };
+    const slow = createApp({ ...h.deps, store: slowStore, config: { ...h.config, REQUEST_TIMEOUT_MS: 100 } });
+    const org = await onboard(h);
+    expect((await send(slow, org.apiKey)).status).toBe(503);
+    await committed;
+    await new Promise((resolve) => setImmediate(resolve)); // the quota's own bookkeeping, once the handler returns
+    expect(await countMessages(h, org.id)).toBe(1);
+    const next = await send(h.app, org.apiKey);
+    expect(next.status).toBe(202);
+    expect(next.headers.get("ratelimit-remaining")).toBe("1");
+  });
+
+  it("given Redis that answers a take only after its 250 ms, then a request that accepted nothing gives the late unit back", async () => {
+    const hung = await RedisServer.start();
+    const redis = new Redis(hung.url, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      lazyConnect: true,
+    });
+    redis.on("error", () => {});
+    await redis.connect();
+    const queue = new Queue<DeliveryJobData>(DELIVERY_QUEUE, {
+      connection: redis,
+      prefix: h.config.QUEUE_PREFIX,
+    });
+    queue.on("error", () => {});
+    try {
+      const time = clock("2026-11-24T12:00:00.000Z");
+      const app = createApp({ ...h.deps, queue, now: time.now, config: { ...h.config, SEND_RATE_LIMIT: 0 } });
+      const org = await onboard(h);
+      const key = `${h.config.QUEUE_PREFIX}:quota:send:${org.id}:2026-11-24`;
+      expect((await send(app, org.apiKey)).status).toBe(202);
+      expect(await redis.get(key)).toBe("1");
+      hung.freeze();
+      // A dry run accepts nothing: it goes on uncounted after 250 ms, while its take waits in Redis.
+      expect((await send(app, org.apiKey, { query: "?dry_run=true" })).status).toBe(200);
+      hung.thaw();
+      await redis.ping(); // answered after the late take and whatever followed it on this connection
+      expect(await redis.get(key)).toBe("1");
+    } finally {
+      hung.thaw();
+      await queue.close().catch(() => {});
+      redis.disconnect();
+      await hung.kill();
+    }
+  });
+});
+
 describe("the preview rate limit", () => {
   const render = (app: App, apiKey: string) =>
     app.request("/api/v1/templates/hello/render", {

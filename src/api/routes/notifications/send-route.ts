@@ -10,6 +10,7 @@ import {
   SERVER_ERRORS,
 } from "../../../http/openapi.js";
 import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
+import { markMessageAccepted } from "../../middleware/daily-quota.js";
 import type { AppContext, AppDeps } from "../../types.js";
 import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/common-schemas.js";
 
@@ -119,6 +120,7 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
   const accepted = `${label} notification accepted`;
   switch (result.outcome) {
     case "accepted":
+      markMessageAccepted(c);
       return c.json({ message: accepted, request_id: result.messageId }, 202);
     case "replayed":
       c.header("Idempotent-Replayed", "true");
