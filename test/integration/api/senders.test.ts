@@ -241,6 +241,24 @@ describe("sending with SENDER_VERIFICATION=required", () => {
     expect((await call(h, "DELETE", `/api/v1/senders/${sender.id}`, org.apiKey)).status).toBe(404);
   });
 
+  it("replays, after its domain was deleted, a send accepted under an Idempotency-Key; a new key or a dry run is refused", async () => {
+    const org = await onboard(h);
+    const domain = uniqueDomain();
+    const sender = await verifiedDomain(org.apiKey, domain);
+    const key = { "Idempotency-Key": "before-delete" };
+    const first = await sendNotification(h, "email", org.apiKey, email(`a@${domain}`), key);
+    expect(first.status).toBe(202);
+    expect((await call(h, "DELETE", `/api/v1/senders/${sender.id}`, org.apiKey)).status).toBe(204);
+    const retry = await sendNotification(h, "email", org.apiKey, email(`a@${domain}`), key);
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await retry.json()).toEqual(await first.json());
+    const fresh = { "Idempotency-Key": "after-delete" };
+    expect((await sendNotification(h, "email", org.apiKey, email(`a@${domain}`), fresh)).status).toBe(422);
+    const dry = await sendNotification(h, "email", org.apiKey, email(`a@${domain}`), key, "?dry_run=true");
+    expect(dry.status).toBe(422);
+  });
+
   it("allows the platform's default SMS sender, named or not, and refuses any other sender id", async () => {
     const org = await onboard(h);
     expect((await sendNotification(h, "sms", org.apiKey, sms())).status).toBe(202);

@@ -24,9 +24,16 @@ function sendRoute(channel: Channel) {
       if (refused !== undefined) throw new ApiError(400, refused);
       const content = channel.content(request.payload, deps.config);
       if (deps.senders.required) {
+        const organizationId = c.get("organization").id;
         const claim = channel.sender?.(content, deps.config);
-        const unverified = await deps.senders.refusal(c.get("organization").id, claim);
-        if (unverified !== undefined) throw new ApiError(422, unverified);
+        const unverified = await deps.senders.refusal(organizationId, claim);
+        // The retry of an accepted send gets its replay, even once its sender is gone.
+        const replay =
+          unverified !== undefined &&
+          !dry_run &&
+          idempotencyKey !== undefined &&
+          (await deps.store.holdsIdempotencyKey(organizationId, idempotencyKey, deps.now()));
+        if (unverified !== undefined && !replay) throw new ApiError(422, unverified);
       }
       return answerSend(c, deps, {
         label: channel.label,
