@@ -1,3 +1,4 @@
+import { isIP, isIPv4, isIPv6 } from "node:net";
 import { z } from "zod";
 import { parseMasterKey } from "./content-crypto.js";
 import { parseNetworks } from "./outbound/address-policy.js";
@@ -8,6 +9,23 @@ const optionalString = z
   .string()
   .optional()
   .transform((v) => (v === "" ? undefined : v));
+
+/** For an optional number: an empty value (`SEND_RATE_BURST=`) means unset, as for a string. */
+const emptyIsUnset = (v: unknown) => (v === "" ? undefined : v);
+
+/**
+ * One entry of `DNS_SERVERS` as Node's resolver takes it: an IP address, `ipv4:port` or
+ * `[ipv6]:port`, the port from 1 to 65535.
+ */
+function isDnsServer(entry: string): boolean {
+  if (isIP(entry)) return true;
+  const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(entry);
+  const withPort = bracketed ?? /^([^:]+):(\d{1,5})$/.exec(entry);
+  if (!withPort) return false;
+  const [, host = "", port] = withPort;
+  if (!(bracketed ? isIPv6(host) : isIPv4(host))) return false;
+  return port === undefined || (Number(port) >= 1 && Number(port) <= 65535);
+}
 
 /** The settings every process of the project reads the same way, this service's and the onboarding one's. */
 export const processSettings = {
@@ -144,13 +162,13 @@ export const configSchema = z.object({
    */
   SEND_RATE_LIMIT: int(0, 1_000_000).default(100),
   /** Sends an organization may make at once (token bucket capacity; at least SEND_RATE_LIMIT; unset: twice it). */
-  SEND_RATE_BURST: int(1, 10_000_000).optional(),
+  SEND_RATE_BURST: z.preprocess(emptyIsUnset, int(1, 10_000_000).optional()),
   /** Messages each organization may have accepted per UTC day, counted in Redis across processes; 0: no quota. */
   SEND_DAILY_QUOTA: int(0, 1_000_000_000).default(100_000),
   /** Template previews (render) per second per organization (token bucket refill); 0 turns the limit off. */
   TEMPLATE_PREVIEW_RATE_LIMIT: int(0, 1_000_000).default(10),
   /** Previews an organization may ask for at once (at least TEMPLATE_PREVIEW_RATE_LIMIT; unset: twice it). */
-  TEMPLATE_PREVIEW_RATE_BURST: int(1, 10_000_000).optional(),
+  TEMPLATE_PREVIEW_RATE_BURST: z.preprocess(emptyIsUnset, int(1, 10_000_000).optional()),
   /**
    * `required`: an e-mail's `from_email` must be at a verified domain of the organization and an
    * SMS sender (other than SMS_DEFAULT_SENDER) one of its approved senders; `off`: any sender, for
@@ -161,7 +179,14 @@ export const configSchema = z.object({
   DNS_SERVERS: optionalString.pipe(
     z
       .string()
-      .regex(/^\s*[0-9A-Fa-f.:[\]]+\s*(,\s*[0-9A-Fa-f.:[\]]+\s*)*$/, "must be IP addresses, comma-separated")
+      .superRefine((list, ctx) => {
+        const bad = list.split(",").find((entry) => !isDnsServer(entry.trim()));
+        if (bad !== undefined)
+          ctx.addIssue({
+            code: "custom",
+            message: `must be IP addresses, comma-separated (ip, ip:port or [ipv6]:port, port 1-65535); not "${bad.trim()}"`,
+          });
+      })
       .optional(),
   ),
   /** BullMQ job lock: a killed worker's jobs are taken again once it expires (then the next stall check). */

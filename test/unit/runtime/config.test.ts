@@ -1,3 +1,4 @@
+import { Resolver } from "node:dns/promises";
 import { describe, expect, it } from "vitest";
 import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
 
@@ -130,6 +131,14 @@ describe("loadConfig: secure defaults", () => {
     });
   });
 
+  it("reads an empty SEND_RATE_BURST or TEMPLATE_PREVIEW_RATE_BURST as unset (twice the rate), as OPS_PORT", () => {
+    const empty = loadConfig({ NODE_ENV: "test", SEND_RATE_BURST: "", TEMPLATE_PREVIEW_RATE_BURST: "" });
+    expect(empty.SEND_RATE_BURST).toBeUndefined();
+    expect(empty.TEMPLATE_PREVIEW_RATE_BURST).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", SEND_RATE_BURST: "300" }).SEND_RATE_BURST).toBe(300);
+    expect(problems({ NODE_ENV: "test", SEND_RATE_BURST: "0" })).toMatch(/SEND_RATE_BURST/);
+  });
+
   it("refuses an OPS_PORT that is not a port, or is the public port", () => {
     expect(problems({ NODE_ENV: "test", OPS_PORT: "0" })).toMatch(/OPS_PORT/);
     expect(problems({ NODE_ENV: "test", OPS_PORT: "http" })).toMatch(/OPS_PORT/);
@@ -167,5 +176,27 @@ describe("loadConfig: verified senders", () => {
     expect(problems({ ...production, DNS_SERVERS: "dns.example" })).toMatch(
       /DNS_SERVERS: must be IP addresses, comma-separated/,
     );
+  });
+
+  it("takes only what Node's resolver takes, so a bad DNS_SERVERS stops start-up with a ConfigError naming it", () => {
+    const good = "10.0.0.2,127.0.0.1:5353,[::1]:53,::1,[2001:db8::53],1.1.1.1:65535";
+    const servers = loadConfig({ ...production, DNS_SERVERS: good }).DNS_SERVERS ?? [];
+    expect(servers).toHaveLength(6);
+    expect(() => new Resolver().setServers([...servers])).not.toThrow();
+    for (const bad of [
+      "999.1.1.1",
+      "1.2.3.4.5",
+      "::::::",
+      "1.2.3.4:0",
+      "1.2.3.4:70000",
+      "[1.2.3.4]:53",
+      "[::1]:",
+      "::1:53:",
+      "10.0.0.2,,10.0.0.3",
+    ]) {
+      expect(problems({ ...production, DNS_SERVERS: bad }), bad).toMatch(
+        /DNS_SERVERS: must be IP addresses, comma-separated/,
+      );
+    }
   });
 });
