@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP, type LookupFunction, type Socket } from "node:net";
-import { Agent, buildConnector } from "undici";
+import { Agent, buildConnector, fetch as undiciFetch } from "undici";
 import { AddressPolicy } from "./address-policy.js";
 
 /**
@@ -96,14 +96,15 @@ export function createOutboundAgent(options: OutboundOptions = {}): Agent {
 
 /**
  * A `fetch` through `agent` that never follows a redirect (a 3xx comes back as it is: the caller
- * treats it as a failure, never as the answer of the place it points at).
+ * treats it as a failure, never as the answer of the place it points at). It is the undici
+ * package's own `fetch`, the same version as the Agent: Node's built-in `fetch` bundles its own
+ * undici (7 from Node 24), whose dispatcher interface an Agent of another major version breaks.
  */
 export function outboundFetch(agent: Agent): typeof fetch {
   return (input, init) =>
-    fetch(input, {
-      ...init,
+    undiciFetch(input as Parameters<typeof undiciFetch>[0], {
+      ...(init as Parameters<typeof undiciFetch>[1]),
       redirect: "manual",
-      // Node's fetch is undici's; the undici package of the same major version plugs into it.
-      dispatcher: agent as unknown as NonNullable<RequestInit["dispatcher"]>,
-    } as RequestInit);
+      dispatcher: agent,
+    }) as unknown as Promise<Response>;
 }

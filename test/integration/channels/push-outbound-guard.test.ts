@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import webpush from "web-push";
 import type { PushMessage } from "../../../src/channels/push/providers/provider.js";
 import {
@@ -141,6 +141,21 @@ describe("the push provider connects to no internal address", () => {
     expect(await allowed.send(message(`http://[::1]:${v6.port}/push/b`))).toMatchObject({ ok: true });
     expect([v4.hits.length, v6.hits.length]).toEqual([(before[0] ?? 0) + 1, (before[1] ?? 0) + 1]);
     await allowed.close();
+  });
+
+  it("sends with the undici package's own fetch, not Node's built-in one (whose bundled undici, 7 from Node 24, cannot take our Agent)", async () => {
+    const allowed = provider({ allowedNetworks: ["127.0.0.1"] });
+    vi.stubGlobal("fetch", () => Promise.reject(new Error("Node's built-in fetch was used")));
+    try {
+      const before = v4.hits.length;
+      expect(await allowed.send(message(`http://127.0.0.1:${v4.port}/push/own-fetch`))).toMatchObject({
+        ok: true,
+      });
+      expect(v4.hits.length).toBe(before + 1);
+    } finally {
+      vi.unstubAllGlobals();
+      await allowed.close();
+    }
   });
 
   it("a name that resolved to an allowed address, then to a private one, is refused when it does (DNS rebinding)", async () => {
