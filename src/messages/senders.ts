@@ -7,7 +7,7 @@ import {
   verificationRecordName,
 } from "../domain/senders.js";
 import type { TxtResolver } from "../runtime/dns.js";
-import { createSender, findSender, markVerified, type Sender } from "../store/senders.js";
+import { countSenders, createSender, findSender, markVerified, type Sender } from "../store/senders.js";
 
 /** Use cases of an organization's senders (docs/decisions/0033). */
 
@@ -22,17 +22,26 @@ export function newVerificationToken(): string {
   return `${VERIFICATION_TOKEN_PREFIX}${randomBytes(24).toString("base64url")}`;
 }
 
+export type SenderRegistration =
+  | { outcome: "registered"; sender: Sender }
+  /** The organization already has it. */
+  | { outcome: "exists" }
+  /** The organization has `maxSenders` senders already. */
+  | { outcome: "full" };
+
 /**
- * Registers an e-mail domain (with its token) or an SMS sender, pending; undefined when the
- * organization already has it.
+ * Registers an e-mail domain (with its token) or an SMS sender, pending, unless the organization
+ * already has it or already has `maxSenders` senders. (Registrations of one organization at the
+ * same instant may pass the cap by as many as are in flight: it bounds a list, it is no quota.)
  */
-export function registerSender(
-  deps: SenderDeps,
+export async function registerSender(
+  deps: SenderDeps & { maxSenders: number },
   organizationId: string,
   kind: SenderKind,
   value: string,
-): Promise<Sender | undefined> {
-  return createSender(deps.db, {
+): Promise<SenderRegistration> {
+  if ((await countSenders(deps.db, organizationId)) >= deps.maxSenders) return { outcome: "full" };
+  const sender = await createSender(deps.db, {
     id: deps.newId(),
     organizationId,
     kind,
@@ -40,6 +49,7 @@ export function registerSender(
     verificationToken: kind === "email_domain" ? newVerificationToken() : null,
     createdAt: deps.now(),
   });
+  return sender ? { outcome: "registered", sender } : { outcome: "exists" };
 }
 
 export type DomainVerification =

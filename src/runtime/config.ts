@@ -175,6 +175,8 @@ export const configSchema = z.object({
    * a single-tenant install. Unset: required in production, off in development and test.
    */
   SENDER_VERIFICATION: z.enum(["required", "off"]).optional(),
+  /** Senders (e-mail domains and SMS sender ids, any status) an organization may register; one more is a 409. */
+  SENDER_MAX_PER_ORGANIZATION: int(1, 100_000).default(100),
   /** The DNS servers a domain's TXT record is asked of, comma-separated (`ip` or `ip:port`); unset: the system's. */
   DNS_SERVERS: optionalString.pipe(
     z

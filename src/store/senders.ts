@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull } from "drizzle-orm";
+import { and, asc, count, eq, isNull } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import { organizationSenders, organizations } from "../../db/schema.js";
@@ -42,6 +42,15 @@ export async function createSender(
     if (isUniqueViolation(error)) return undefined;
     throw error;
   }
+}
+
+/** How many senders the organization has, of every kind and status. */
+export async function countSenders(db: Executor, organizationId: string): Promise<number> {
+  const [row] = await db
+    .select({ count: count() })
+    .from(organizationSenders)
+    .where(eq(organizationSenders.organizationId, organizationId));
+  return row?.count ?? 0;
 }
 
 /** The organization's senders, oldest first. */

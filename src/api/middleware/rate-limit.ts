@@ -125,6 +125,21 @@ export function previewRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv>
   });
 }
 
+/** Domain checks a second per organization, and at once: each is a DNS look-up of up to ~4.5 s. */
+export const SENDER_VERIFY_RATE = 1;
+export const SENDER_VERIFY_BURST = 10;
+
+/** Per-organization limit on `POST /api/v1/senders/domains/{id}/verify` (DNS look-ups), fixed. */
+export function senderVerifyRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
+  return rateLimit(deps, {
+    name: "sender-verify",
+    rate: SENDER_VERIFY_RATE,
+    burst: SENDER_VERIFY_BURST,
+    describe: (rate, burst) =>
+      `this organization may check ${rate} sending domain a second (bursts of ${burst})`,
+  });
+}
+
 /**
  * A per-organization token bucket in Redis (`burst` tokens, at least `rate`, refilled at `rate`
  * a second) shared by every web process. When Redis errors or does not answer within 250 ms, an

@@ -119,6 +119,59 @@ describe("registering an e-mail domain", () => {
   });
 });
 
+describe("the bounds on senders", () => {
+  it("given SENDER_MAX_PER_ORGANIZATION=2, a third sender of any kind is a 409 saying so, until one is deleted; other organizations are untouched", async () => {
+    const capped = createApp({ ...h.deps, config: { ...h.config, SENDER_MAX_PER_ORGANIZATION: 2 } });
+    const post = (apiKey: string, path: string, body: unknown) =>
+      capped.request(path, {
+        method: "POST",
+        headers: { "x-api-key": apiKey, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const org = await onboard(h);
+    const first = await post(org.apiKey, "/api/v1/senders/domains", { domain: uniqueDomain() });
+    expect(first.status).toBe(201);
+    expect((await post(org.apiKey, "/api/v1/senders/sms", { sender: "ACME" })).status).toBe(201);
+    for (const [path, body] of [
+      ["/api/v1/senders/domains", { domain: uniqueDomain() }],
+      ["/api/v1/senders/sms", { sender: "OTHER" }],
+    ] as const) {
+      const refused = await post(org.apiKey, path, body);
+      expect(refused.status).toBe(409);
+      expect(await refused.json()).toEqual({
+        error:
+          "This organization has 2 senders, the most it may have (SENDER_MAX_PER_ORGANIZATION); delete one it no longer uses",
+      });
+    }
+    const { id } = (await first.json()) as SenderRecord;
+    expect((await call(h, "DELETE", `/api/v1/senders/${id}`, org.apiKey)).status).toBe(204);
+    expect((await post(org.apiKey, "/api/v1/senders/sms", { sender: "OTHER" })).status).toBe(201);
+    const other = await onboard(h);
+    expect((await post(other.apiKey, "/api/v1/senders/sms", { sender: "ACME" })).status).toBe(201);
+  });
+
+  it("checks an organization's domains through DNS at most 10 at once, then 1 a second (429 with Retry-After)", async () => {
+    const org = await onboard(h);
+    const sender = await registerDomain(org.apiKey, uniqueDomain());
+    const answers = await Promise.all(Array.from({ length: 12 }, () => verify(org.apiKey, sender.id)));
+    const statuses = answers.map((r) => r.status);
+    expect(statuses.filter((s) => s === 422).length).toBeGreaterThanOrEqual(10);
+    expect(statuses.filter((s) => s === 422).length).toBeLessThanOrEqual(11);
+    const refused = answers.find((r) => r.status === 429);
+    if (!refused) throw new Error(`nothing refused: ${statuses.join(", ")}`);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(await refused.json()).toEqual({
+      error: expect.stringMatching(
+        /^Too many requests: this organization may check 1 sending domain a second \(bursts of 10\); retry in \d+ s$/,
+      ),
+    });
+    // Another organization's checks are its own.
+    const other = await onboard(h);
+    const its = await registerDomain(other.apiKey, uniqueDomain());
+    expect((await verify(other.apiKey, its.id)).status).toBe(422);
+  });
+});
+
 describe("verifying a domain through DNS", () => {
   it("is a 422 saying so while no TXT record is published (NXDOMAIN)", async () => {
     const org = await onboard(h);

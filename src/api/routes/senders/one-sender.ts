@@ -9,6 +9,7 @@ import {
   SERVER_ERRORS,
 } from "../../../http/openapi.js";
 import type { Sender } from "../../../store/senders.js";
+import type { AppDeps } from "../../types.js";
 import { uuidParam } from "../../wire/common-schemas.js";
 
 /**
@@ -88,8 +89,21 @@ export function registerErrors(badRequest: string) {
   return errorResponses(
     { 400: badRequest },
     API_KEY_ERRORS,
-    { 409: "The organization has already registered it" },
+    { 409: "The organization has already registered it, or has `SENDER_MAX_PER_ORGANIZATION` senders" },
     JSON_BODY_ERRORS,
     SERVER_ERRORS,
+  );
+}
+
+/** What registering a sender needs of the app: its store, clock, ids and the cap. */
+export function senderDeps(deps: AppDeps) {
+  return { ...deps, maxSenders: deps.config.SENDER_MAX_PER_ORGANIZATION };
+}
+
+/** The 409 of an organization at its cap of senders. */
+export function tooManySenders(max: number): ApiError {
+  return new ApiError(
+    409,
+    `This organization has ${max} senders, the most it may have (SENDER_MAX_PER_ORGANIZATION); delete one it no longer uses`,
   );
 }

@@ -6,7 +6,7 @@ import { parseJsonBody } from "../../../http/json-body.js";
 import { jsonContent } from "../../../http/openapi.js";
 import { registerSender } from "../../../messages/senders.js";
 import { defineRoute } from "../../types.js";
-import { registerErrors, senderRecord, toSenderRecord } from "./one-sender.js";
+import { registerErrors, senderDeps, senderRecord, tooManySenders, toSenderRecord } from "./one-sender.js";
 
 const domain = z
   .string({ error: "must be a string" })
@@ -50,8 +50,10 @@ export const registerDomain = defineRoute({
   async handler(c, deps) {
     const request = await parseJsonBody(c, body);
     const organizationId = c.get("organization").id;
-    const sender = await registerSender(deps, organizationId, "email_domain", request.domain);
-    if (!sender) throw new ApiError(409, `The domain ${request.domain} is already registered`);
-    return c.json(toSenderRecord(sender), 201);
+    const registered = await registerSender(senderDeps(deps), organizationId, "email_domain", request.domain);
+    if (registered.outcome === "exists")
+      throw new ApiError(409, `The domain ${request.domain} is already registered`);
+    if (registered.outcome === "full") throw tooManySenders(deps.config.SENDER_MAX_PER_ORGANIZATION);
+    return c.json(toSenderRecord(registered.sender), 201);
   },
 });

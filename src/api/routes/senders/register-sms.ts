@@ -6,7 +6,7 @@ import { parseJsonBody } from "../../../http/json-body.js";
 import { jsonContent } from "../../../http/openapi.js";
 import { registerSender } from "../../../messages/senders.js";
 import { defineRoute } from "../../types.js";
-import { registerErrors, senderRecord, toSenderRecord } from "./one-sender.js";
+import { registerErrors, senderDeps, senderRecord, tooManySenders, toSenderRecord } from "./one-sender.js";
 
 const body = z.strictObject({ sender: smsSender });
 
@@ -30,8 +30,11 @@ export const registerSmsSender = defineRoute({
   }),
   async handler(c, deps) {
     const request = await parseJsonBody(c, body);
-    const sender = await registerSender(deps, c.get("organization").id, "sms_sender", request.sender);
-    if (!sender) throw new ApiError(409, `The SMS sender ${request.sender} is already registered`);
-    return c.json(toSenderRecord(sender), 201);
+    const organizationId = c.get("organization").id;
+    const registered = await registerSender(senderDeps(deps), organizationId, "sms_sender", request.sender);
+    if (registered.outcome === "exists")
+      throw new ApiError(409, `The SMS sender ${request.sender} is already registered`);
+    if (registered.outcome === "full") throw tooManySenders(deps.config.SENDER_MAX_PER_ORGANIZATION);
+    return c.json(toSenderRecord(registered.sender), 201);
   },
 });

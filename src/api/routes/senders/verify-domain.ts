@@ -12,6 +12,8 @@ const QUOTED_LENGTH = 100;
 
 export const verifySenderDomain = defineRoute({
   auth: "api-key",
+  // Each check is a DNS look-up of up to ~4.5 s.
+  rateLimit: "sender-verify",
   definition: createRoute({
     method: "post",
     path: "/api/v1/senders/domains/{id}/verify",
@@ -26,6 +28,7 @@ export const verifySenderDomain = defineRoute({
       ...oneSenderErrors({
         404: "No such e-mail domain in the key's organization (an SMS sender's id, another organization's look the same)",
         422: "The TXT record is not there, or holds another value (what was found is named)",
+        429: "Too many domain checks: 1 a second per organization (bursts of 10); retry after `Retry-After` seconds",
         503: "DNS gave no answer (time-out, server failure), or Postgres is unavailable; retry after `Retry-After` seconds",
       }),
     },
