@@ -6,7 +6,7 @@ import pino from "pino";
 import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
-import { createDatabase, type Database, type SqlClient } from "../../db/client.js";
+import { createDatabase, type Database } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
 import { messageStoreFor, verifiedSendersFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
@@ -18,27 +18,14 @@ import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
 import { systemTxtResolver } from "../../src/runtime/dns.js";
-import { createContentVault } from "../../src/store/content.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
+import { TEST_CONTENT_KEYS } from "./content-keys.js";
 import { GENEROUS_LIMITS } from "./limits.js";
 
 export const silentLogger = pino({ level: "silent" });
-
-/** The master key of the tests' stacks (`CONTENT_MASTER_KEY`): 32 bytes, base64. */
-export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString("base64");
-
-/** A content vault under {@link TEST_MASTER_KEY}, as the processes make theirs. */
-export function testContentVault(sql: SqlClient) {
-  return createContentVault(sql, {
-    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
-    CONTENT_MASTER_KEY_ID: "test",
-    CONTENT_PREVIOUS_MASTER_KEYS: undefined,
-    DATA_KEY_CACHE_TTL_MS: 60_000,
-  });
-}
 
 /** Every channel's simulator (rate-limited cases ask for 50 ms), with some replaced. */
 export function simulatorProviders(overrides: Partial<Providers> = {}): Providers {
@@ -63,8 +50,7 @@ export function createHarness(env: Record<string, string> = {}) {
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
     ...GENEROUS_LIMITS,
-    CONTENT_MASTER_KEY: TEST_MASTER_KEY,
-    CONTENT_MASTER_KEY_ID: "test",
+    ...TEST_CONTENT_KEYS,
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });

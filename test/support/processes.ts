@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { createDatabase } from "../../db/client.js";
 import { dropDatabase } from "../../db/migrate.js";
 import { createTemplate } from "../../src/channels/email/templates/store.js";
+import { TEST_CONTENT_KEYS } from "./content-keys.js";
 import { GENEROUS_LIMITS } from "./limits.js";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -46,7 +47,7 @@ export function runProcess(command: string, env: Record<string, string>): Runnin
     cwd: root,
     // A master key of the tests' own, as production needs one (docs/decisions/0034).
     env: {
-      CONTENT_MASTER_KEY: Buffer.alloc(32, 7).toString("base64"),
+      ...TEST_CONTENT_KEYS,
       ...process.env,
       ...GENEROUS_LIMITS,
       ...env,

@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import { inject } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
 import { dropDatabase, ensureDatabase, runMigrations } from "../../../db/migrate.js";
+import { testContentVault } from "../../support/content-keys.js";
 import { freePort, procfile, type RunningProcess, runProcess, waitForHttp } from "../../support/processes.js";
 import { FakeProvider } from "./fake-provider.js";
 import { RedisServer } from "./redis-server.js";
@@ -332,11 +333,14 @@ export class FaultScenario {
       unexplainedSends: [],
     };
     if (this.provider) {
-      const bodies = await this.sql<{ message_id: string; body: string }[]>`
-        select message_id, body from messages where organization_id = ${this.organizationId || null}`;
-      for (const { message_id, body } of bodies) {
+      const rows = await this.sql<{ message_id: string; content_enc: Buffer | null }[]>`
+        select message_id, content_enc from messages where organization_id = ${this.organizationId || null}`;
+      // The bodies are sealed at rest; the test processes' master key opens them.
+      const opener = await testContentVault(this.sql, 0).opener(rows.map((row) => row.content_enc));
+      for (const { message_id, content_enc } of rows) {
         const audit = messages.get(message_id);
-        const sends = this.provider.sendsOf(body);
+        const body = opener.open(content_enc, this.organizationId, message_id)?.body;
+        const sends = typeof body === "string" ? this.provider.sendsOf(body) : 0;
         // Every provider call is an attempt in the events; only an interrupted one may hide a send.
         if (!audit || sends < audit.answered || sends > audit.answered + audit.interrupted + audit.unsure) {
           result.unexplainedSends.push(`${message_id}: ${sends} sends, events ${audit?.types.join(" → ")}`);

@@ -12,6 +12,7 @@ import { createContentVault } from "../../../src/store/content.js";
 import { appendEvents } from "../../../src/store/events.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
 import { sealExistingContent } from "../../../src/store/seal-existing.js";
+import { TEST_MASTER_KEY } from "../../support/content-keys.js";
 import {
   createHarness,
   createTemplate,
@@ -21,7 +22,6 @@ import {
   onboard,
   sendNotification,
   sendSms,
-  TEST_MASTER_KEY,
 } from "../../support/harness.js";
 
 const h = createHarness();

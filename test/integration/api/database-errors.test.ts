@@ -5,14 +5,8 @@ import { createDatabase } from "../../../db/client.js";
 import { isDatabaseUnavailable } from "../../../db/errors.js";
 import { type AcceptDeps, acceptMessage } from "../../../src/messages/accept.js";
 import { createMessageStore } from "../../../src/store/message-store.js";
-import {
-  countMessages,
-  createHarness,
-  type Harness,
-  onboard,
-  sendSms,
-  testContentVault,
-} from "../../support/harness.js";
+import { testContentVault } from "../../support/content-keys.js";
+import { countMessages, createHarness, type Harness, onboard, sendSms } from "../../support/harness.js";
 
 /**
  * Which Postgres errors mean "the database cannot serve this now, come back shortly" (503 +

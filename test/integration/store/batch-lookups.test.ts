@@ -6,7 +6,8 @@ import { IDEMPOTENCY_WINDOW_MS } from "../../../src/store/accept-batcher.js";
 import { createRecordFinder } from "../../../src/store/records.js";
 import { createDeliveryStore } from "../../../workers/delivery-store.js";
 import { PRUNE_MARGIN_MS, pruneIdempotencyKeys } from "../../../workers/idempotency-pruner.js";
-import { eventually, testContentVault } from "../../support/harness.js";
+import { testContentVault } from "../../support/content-keys.js";
+import { eventually } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**

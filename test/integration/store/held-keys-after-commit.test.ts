@@ -9,7 +9,8 @@ import { type AcceptRequest, acceptMessage } from "../../../src/messages/accept.
 import { createMessageStore, type MessageStore } from "../../../src/store/message-store.js";
 import type { Organization } from "../../../src/store/organizations.js";
 import { TcpProxy } from "../../faults/support/tcp-proxy.js";
-import { createHarness, eventually, type Harness, onboard, testContentVault } from "../../support/harness.js";
+import { testContentVault } from "../../support/content-keys.js";
+import { createHarness, eventually, type Harness, onboard } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**

@@ -10,6 +10,7 @@ import type { DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { DatabaseGate } from "../../../workers/database-gate.js";
 import { createDeliveryProcessor } from "../../../workers/deliver.js";
 import { createDeliveryStore } from "../../../workers/delivery-store.js";
+import { testContentVault } from "../../support/content-keys.js";
 import {
   createHarness,
   eventually,
@@ -17,7 +18,6 @@ import {
   onboard,
   sendSms,
   simulatorProviders,
-  testContentVault,
 } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { eventsOf, shapeOf } from "./history.js";
