@@ -146,18 +146,24 @@ describe("previews: fair between organizations", () => {
     const [noisy, quiet] = await Promise.all([onboard(h), onboard(h)]);
     await storeTemplateDirectly(h, noisy.id, { name: "endless", code: ENDLESS });
     await create(quiet.apiKey, { name: "hello", code: "<p>Hello {{name}}</p>" });
-    // One runs, two wait (TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION here: 2).
-    const under = [1, 2, 3].map(() => preview(noisy.apiKey, "endless", endlessVars));
-    await eventually(async () => (renderSandbox.stats.renders > 0 ? true : undefined));
-    const refused = await preview(noisy.apiKey, "endless", endlessVars);
-    await expectError(refused, 429, /^Too many renders of this organization's templates are waiting/);
-    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
-    const quick = await preview(quiet.apiKey, "hello", {
-      merge_language: "handlebars",
-      global_merge_vars: [{ name: "name", content: "Bea" }],
-    });
-    expect(await quick.json()).toMatchObject({ html: "<p>Hello Bea</p>" });
-    for (const answer of await Promise.all(under)) expect(answer.status).toBe(422);
+    // Renders long enough that the queue stays full while the test looks, however loaded the machine.
+    renderSandbox.configure({ deadlineMs: 1500 });
+    try {
+      // One runs, two wait (TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION here: 2).
+      const under = [1, 2, 3].map(() => preview(noisy.apiKey, "endless", endlessVars));
+      await eventually(async () => (renderSandbox.stats.waiting === 2 ? true : undefined));
+      const refused = await preview(noisy.apiKey, "endless", endlessVars);
+      await expectError(refused, 429, /^Too many renders of this organization's templates are waiting/);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      const quick = await preview(quiet.apiKey, "hello", {
+        merge_language: "handlebars",
+        global_merge_vars: [{ name: "name", content: "Bea" }],
+      });
+      expect(await quick.json()).toMatchObject({ html: "<p>Hello Bea</p>" });
+      for (const answer of await Promise.all(under)) expect(answer.status).toBe(422);
+    } finally {
+      renderSandbox.configure({ deadlineMs: 400 });
+    }
   });
 
   it("a preview whose client went away is dropped from the queue and never rendered", async () => {
