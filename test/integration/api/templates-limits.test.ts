@@ -170,24 +170,30 @@ describe("previews: fair between organizations", () => {
     const org = await onboard(h);
     await storeTemplateDirectly(h, org.id, { name: "endless", code: ENDLESS });
     await create(org.apiKey, { name: "hello", code: "<p>Hello</p>" });
-    const before = renderSandbox.stats;
-    // Two slow ones: one runs (this organization gets one thread), one waits; the quick one waits behind.
-    const slow = [1, 2].map(() => preview(org.apiKey, "endless", endlessVars));
-    await eventually(async () => (renderSandbox.stats.waiting === 1 ? true : undefined));
-    const controller = new AbortController();
-    const given = h.app.request(`${TEMPLATES}/hello/render`, {
-      method: "POST",
-      headers: { "x-api-key": org.apiKey, "content-type": "application/json" },
-      body: "{}",
-      signal: controller.signal,
-    });
-    await eventually(async () => (renderSandbox.stats.waiting === 2 ? true : undefined));
-    controller.abort();
-    await Promise.resolve(given).catch(() => undefined);
-    await Promise.all(slow);
-    const after = renderSandbox.stats;
-    expect(after.abandoned - before.abandoned).toBe(1);
-    expect(after.renders - before.renders).toBe(2); // the two slow ones, never the abandoned one
+    // Renders long enough that the queue holds still while the test looks, however loaded the machine.
+    renderSandbox.configure({ deadlineMs: 1500 });
+    try {
+      const before = renderSandbox.stats;
+      // Two slow ones: one runs (this organization gets one thread), one waits; the quick one waits behind.
+      const slow = [1, 2].map(() => preview(org.apiKey, "endless", endlessVars));
+      await eventually(async () => (renderSandbox.stats.waiting === 1 ? true : undefined));
+      const controller = new AbortController();
+      const given = h.app.request(`${TEMPLATES}/hello/render`, {
+        method: "POST",
+        headers: { "x-api-key": org.apiKey, "content-type": "application/json" },
+        body: "{}",
+        signal: controller.signal,
+      });
+      await eventually(async () => (renderSandbox.stats.waiting === 2 ? true : undefined));
+      controller.abort();
+      await Promise.resolve(given).catch(() => undefined);
+      await Promise.all(slow);
+      const after = renderSandbox.stats;
+      expect(after.abandoned - before.abandoned).toBe(1);
+      expect(after.renders - before.renders).toBe(2); // the two slow ones, never the abandoned one
+    } finally {
+      renderSandbox.configure({ deadlineMs: 400 });
+    }
   });
 
   it("line breaks merged into the subject come out as one line", async () => {
