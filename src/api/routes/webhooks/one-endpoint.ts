@@ -31,12 +31,9 @@ export const webhookEndpointRecord = z
       .meta({ description: "The event types it receives; null: every type" }),
     description: z.string().nullable(),
     enabled: z.boolean(),
-    disabled_reason: z
-      .string()
-      .nullable()
-      .meta({
-        description: "Why the service disabled it; null when enabled or disabled by the organization",
-      }),
+    disabled_reason: z.string().nullable().meta({
+      description: "Why the service disabled it; null when enabled or disabled by the organization",
+    }),
     previous_secret_expires_at: z.iso
       .datetime()
       .nullable()
