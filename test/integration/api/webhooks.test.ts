@@ -8,6 +8,7 @@ import { webhookEndpoints } from "../../../db/schema.js";
 import { webhookDepsFor } from "../../../src/api/api-process.js";
 import { createApp } from "../../../src/api/app.js";
 import { createHarness, expectError, type Harness, onboard } from "../../support/harness.js";
+import { fetchDocument, responseChecker } from "../../support/openapi.js";
 
 /**
  * Status webhook endpoints, step 1 (docs/decisions/0035): their routes, their sealed secrets,
@@ -418,5 +419,49 @@ describe("the test event", () => {
       await call(org.apiKey, "GET", `${path}?limit=2&cursor=${first.next_cursor}`)
     ).json();
     expect(second).toEqual({ attempts: [sent[0]], next_cursor: null });
+  });
+});
+
+describe("the OpenAPI document", () => {
+  it("documents the webhook operations under Webhooks, behind ApiKeyAuth, and their answers as given", async () => {
+    const document = await fetchDocument(h.app);
+    const expectDocumented = responseChecker(document) as (
+      r: Response,
+      m: string,
+      p: string,
+    ) => Promise<void>;
+    const LIST = "/api/v1/webhooks/endpoints";
+    const ONE = "/api/v1/webhooks/endpoints/{id}";
+    const operations: Array<[string, string]> = [
+      [LIST, "post"],
+      [LIST, "get"],
+      [ONE, "get"],
+      [ONE, "patch"],
+      [ONE, "delete"],
+      [`${ONE}/rotate-secret`, "post"],
+      [`${ONE}/test`, "post"],
+      [`${ONE}/attempts`, "get"],
+    ];
+    for (const [path, method] of operations) {
+      const operation = document.paths[path]?.[method] as { tags?: string[]; security?: unknown } | undefined;
+      expect(operation?.tags, `${method} ${path}`).toEqual(["Webhooks"]);
+      expect(operation?.security, `${method} ${path}`).toEqual([{ ApiKeyAuth: [] }]);
+    }
+
+    const org = await onboard(h);
+    const created = await call(org.apiKey, "POST", LIST, { url: `${base}/documented` });
+    await expectDocumented(created.clone(), "post", LIST);
+    const { id } = (await created.json()) as EndpointRecord;
+    const at = (suffix = "") => `${LIST}/${id}${suffix}`;
+    const answers: Array<[Promise<Response>, string, string]> = [
+      [call(org.apiKey, "GET", LIST), "get", LIST],
+      [call(org.apiKey, "GET", at()), "get", ONE],
+      [call(org.apiKey, "PATCH", at(), { description: "documented" }), "patch", ONE],
+      [call(org.apiKey, "POST", at("/rotate-secret")), "post", `${ONE}/rotate-secret`],
+      [call(org.apiKey, "POST", at("/test")), "post", `${ONE}/test`],
+      [call(org.apiKey, "POST", LIST, { url: "http://documented.example/" }), "post", LIST],
+    ];
+    for (const [response, method, path] of answers) await expectDocumented(await response, method, path);
+    await expectDocumented(await call(org.apiKey, "GET", at("/attempts")), "get", `${ONE}/attempts`);
   });
 });
