@@ -263,3 +263,55 @@ export const encryptionClients = encryption.table(
     uniqueIndex("clients_api_key_hash_unique").on(t.apiKeyHash),
   ],
 );
+
+/**
+ * An organization's status webhook endpoint (issue 16, docs/decisions/0035). Its signing secret is
+ * stored sealed (AES-256-GCM under WEBHOOK_SECRET_KEY, bound to the endpoint's id); after a
+ * rotation the previous one, sealed too, keeps signing beside it until `previous_secret_expires_at`.
+ */
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: uuid("id").primaryKey(),
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    url: text("url").notNull(),
+    /** The event types it receives; null: all of them. */
+    eventTypes: text("event_types").array(),
+    description: text("description"),
+    enabled: boolean("enabled").notNull(),
+    /** Why the service disabled it (null when enabled, or disabled by its organization). */
+    disabledReason: text("disabled_reason"),
+    secretSealed: bytea("secret_sealed").notNull(),
+    previousSecretSealed: bytea("previous_secret_sealed"),
+    previousSecretExpiresAt: timestamptz("previous_secret_expires_at"),
+    createdAt: timestamptz("created_at").notNull(),
+    updatedAt: timestamptz("updated_at").notNull(),
+  },
+  (t) => [index("webhook_endpoints_organization_idx").on(t.organizationId, t.id)],
+);
+
+/** Each POST to an endpoint: what was sent (the event's id and type) and what came of it. */
+export const webhookAttempts = pgTable(
+  "webhook_attempts",
+  {
+    id: uuid("id").primaryKey(),
+    endpointId: uuid("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    organizationId: uuid("organization_id").notNull(),
+    /** The `webhook-id`: the same for every attempt of one event. */
+    eventId: text("event_id").notNull(),
+    eventType: text("event_type").notNull(),
+    attemptedAt: timestamptz("attempted_at").notNull(),
+    /** The endpoint's HTTP status; null when no answer came (time-out, connection refused). */
+    statusCode: smallint("status_code"),
+    durationMs: integer("duration_ms").notNull(),
+    /** null on a 2xx; else `http`, `redirect`, `timeout`, `connection` or `address_refused`. */
+    errorClass: text("error_class"),
+    errorCode: text("error_code"),
+    nextRetryAt: timestamptz("next_retry_at"),
+  },
+  (t) => [index("webhook_attempts_endpoint_idx").on(t.endpointId, t.id)],
+);

@@ -165,6 +165,7 @@ export class Stack {
       NODE_ENV: "production",
       ONBOARDING_TOKEN,
       CONTENT_MASTER_KEY: Buffer.alloc(32, 11).toString("base64"),
+      WEBHOOK_SECRET_KEY: Buffer.alloc(32, 12).toString("base64"),
       SMS_PROVIDER: "simulator",
       EMAIL_PROVIDER: "simulator",
       PUSH_PROVIDER: "simulator",

@@ -5,6 +5,7 @@ import { v7 as uuidv7 } from "uuid";
 import { createDatabase, type Executor } from "../../db/client.js";
 import { renderSandbox } from "../channels/email/templates/sandbox.js";
 import { createVerifiedSenders, type VerifiedSenders } from "../messages/verified-senders.js";
+import type { WebhookDeps } from "../messages/webhooks.js";
 import { clusterWideMetrics } from "../observability/cluster-metrics.js";
 import { createMetrics } from "../observability/metrics.js";
 import { coalesceWrites } from "../runtime/coalesce-writes.js";
@@ -12,7 +13,9 @@ import type { Config } from "../runtime/config.js";
 import { systemTxtResolver } from "../runtime/dns.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
+import { createOutboundAgent, outboundFetch } from "../runtime/outbound/outbound-fetch.js";
 import { createRedis } from "../runtime/redis.js";
+import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
 import { createDeliveryQueue } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
@@ -54,6 +57,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     newId: uuidv7,
     senders: verifiedSendersFor(config, db, now),
     txtResolver: systemTxtResolver({ servers: config.DNS_SERVERS }),
+    webhooks: webhookDepsFor(config, logger),
   };
   const servers = [
     serve({ fetch: createApp(deps).fetch, port: config.PORT }, (info) => {
@@ -108,4 +112,25 @@ export function verifiedSendersFor(
     ttlMs: config.AUTH_CACHE_TTL_MS,
     required: config.SENDER_VERIFICATION === "required",
   });
+}
+
+/**
+ * What an API process's webhook routes need: the sealer of endpoints' secrets (warning when it is
+ * the public development key) and a `fetch` whose connections pass the outbound guard.
+ */
+export function webhookDepsFor(
+  config: Pick<Config, "WEBHOOK_SECRET_KEY" | "OUTBOUND_ALLOWED_NETWORKS">,
+  logger?: Pick<Logger, "warn">,
+): Pick<WebhookDeps, "secrets" | "fetch"> {
+  const secrets = webhookSecrets(config);
+  if (secrets.development) {
+    logger?.warn(
+      "WEBHOOK_SECRET_KEY is unset: webhook signing secrets are sealed under the public development key, " +
+        "which protects nothing (production refuses to start without one)",
+    );
+  }
+  return {
+    secrets,
+    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.OUTBOUND_ALLOWED_NETWORKS })),
+  };
 }

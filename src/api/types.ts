@@ -4,6 +4,7 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import type { Database } from "../../db/client.js";
 import type { VerifiedSenders } from "../messages/verified-senders.js";
+import type { WebhookDeps } from "../messages/webhooks.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Config } from "../runtime/config.js";
 import type { TxtResolver } from "../runtime/dns.js";
@@ -27,6 +28,8 @@ export interface AppDeps {
   senders: VerifiedSenders;
   /** Where a domain's verification record is looked up. */
   txtResolver: TxtResolver;
+  /** What status webhooks need: the sealer of their secrets and a `fetch` through the outbound guard. */
+  webhooks: Pick<WebhookDeps, "secrets" | "fetch">;
 }
 
 export type AppEnv = {

@@ -240,6 +240,35 @@ export const configSchema = z.object({
   ),
   /** How long a process keeps an unwrapped data key; a destroyed key still opens content there until then. */
   DATA_KEY_CACHE_TTL_MS: int(0, 3_600_000).default(60_000),
+  /**
+   * Base64 of 32 random bytes: seals the signing secrets of status webhook endpoints at rest.
+   * Required in production; development and test use a fixed, public key when it is unset
+   * (docs/decisions/0035).
+   */
+  WEBHOOK_SECRET_KEY: optionalString.pipe(
+    z
+      .string()
+      .refine((value) => parseMasterKey(value) !== undefined, "must be base64 of exactly 32 bytes")
+      .optional(),
+  ),
+  /**
+   * Hosts a webhook endpoint may reach over plain `http://`, comma-separated: exact names, `host:port`
+   * or `*.suffix`; unset: none (HTTPS only). Private addresses also need OUTBOUND_ALLOWED_NETWORKS.
+   */
+  WEBHOOK_ALLOWED_HOSTS: z
+    .string()
+    .default("")
+    .pipe(
+      z
+        .string()
+        .regex(
+          /^(\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*(,\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*)*)?$/,
+          "must be host names or *.suffix patterns, comma-separated",
+        ),
+    )
+    .transform((list): readonly string[] =>
+      list.trim() === "" ? [] : list.split(",").map((host) => host.trim().toLowerCase()),
+    ),
 });
 
 type Parsed = z.infer<typeof configSchema>;
@@ -307,6 +336,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (production && !c.CONTENT_MASTER_KEY) {
     problems.push("CONTENT_MASTER_KEY: required when NODE_ENV=production (base64 of 32 random bytes)");
+  }
+  if (production && !c.WEBHOOK_SECRET_KEY) {
+    problems.push("WEBHOOK_SECRET_KEY: required when NODE_ENV=production (base64 of 32 random bytes)");
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   return {

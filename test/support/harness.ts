@@ -8,7 +8,7 @@ import { v7 as uuidv7 } from "uuid";
 import { expect, inject } from "vitest";
 import { createDatabase, type Database } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
-import { messageStoreFor, verifiedSendersFor } from "../../src/api/api-process.js";
+import { messageStoreFor, verifiedSendersFor, webhookDepsFor } from "../../src/api/api-process.js";
 import { createApp } from "../../src/api/app.js";
 import { SimulatorEmailProvider } from "../../src/channels/email/providers/simulator.js";
 import * as templateStore from "../../src/channels/email/templates/store.js";
@@ -71,6 +71,7 @@ export function createHarness(env: Record<string, string> = {}) {
     newId: uuidv7,
     senders: verifiedSendersFor(config, db, () => new Date()),
     txtResolver: systemTxtResolver({ servers: config.DNS_SERVERS }),
+    webhooks: webhookDepsFor(config),
   };
   const app = createApp(deps);
   const workers: Worker[] = [];

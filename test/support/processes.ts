@@ -48,6 +48,7 @@ export function runProcess(command: string, env: Record<string, string>): Runnin
     // A master key of the tests' own, as production needs one (docs/decisions/0034).
     env: {
       ...TEST_CONTENT_KEYS,
+      WEBHOOK_SECRET_KEY: Buffer.alloc(32, 8).toString("base64"),
       ...process.env,
       ...GENEROUS_LIMITS,
       ...env,

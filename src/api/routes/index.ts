@@ -18,6 +18,14 @@ import { getTemplate } from "./templates/get.js";
 import { listTemplates } from "./templates/list.js";
 import { renderTemplate } from "./templates/render.js";
 import { updateTemplate } from "./templates/update.js";
+import { listWebhookAttempts } from "./webhooks/attempts.js";
+import { createWebhookEndpointRoute } from "./webhooks/create.js";
+import { deleteWebhookEndpoint } from "./webhooks/delete.js";
+import { getWebhookEndpoint } from "./webhooks/get.js";
+import { listWebhookEndpoints } from "./webhooks/list.js";
+import { rotateWebhookSecretRoute } from "./webhooks/rotate-secret.js";
+import { testWebhookEndpoint } from "./webhooks/send-test.js";
+import { updateWebhookEndpointRoute } from "./webhooks/update.js";
 
 /** Every endpoint of the notification API, in one visible list. */
 export const routes: readonly Route[] = [
@@ -40,6 +48,14 @@ export const routes: readonly Route[] = [
   verifySenderDomain,
   registerSmsSender,
   deleteSender,
+  createWebhookEndpointRoute,
+  listWebhookEndpoints,
+  getWebhookEndpoint,
+  updateWebhookEndpointRoute,
+  deleteWebhookEndpoint,
+  rotateWebhookSecretRoute,
+  testWebhookEndpoint,
+  listWebhookAttempts,
 ];
 
 /** The OpenAPI document's `info`. */

@@ -9,7 +9,7 @@ import { createHarness, createTemplate, onboard, sendSms } from "../../support/h
  * The contract every `x-api-key` route honours: missing, malformed, unknown and revoked keys all
  * get the very same 401. It runs for every route of `routes` whose auth is the API key, so a new
  * route is covered by being listed; each call names things that exist for the key's organization
- * (a message, a template, a sender) and sends a JSON body where the route takes one, so nothing but the
+ * (a message, a template, a sender, a webhook endpoint) and sends a JSON body where the route takes one, so nothing but the
  * key can be the reason for the answer.
  */
 
@@ -19,13 +19,15 @@ afterAll(() => h.close());
 const apiKeyRoutes = routes.filter((route) => route.auth === "api-key");
 
 /** How many routes sit behind `x-api-key` today; a route that stops being one must be seen. */
-const KNOWN_API_KEY_ROUTES = 19;
+const KNOWN_API_KEY_ROUTES = 27;
 
 const UNKNOWN_KEY = `ntf_${"A".repeat(43)}`;
 const TEMPLATE_NAME = "contract";
 
 /** A valid value for each path parameter a route may have, once the organization below exists. */
 let pathValues: Record<string, string> = {};
+/** The `{id}` of the webhook endpoint routes (the others' `{id}` is a sender's). */
+let webhookEndpointId = "";
 /** The organization's key, revoked before the contract runs. */
 let revokedKey = "";
 
@@ -42,6 +44,13 @@ beforeAll(async () => {
   });
   expect(registered.status).toBe(201);
   const sender = (await registered.json()) as { id: string };
+  const endpoint = await h.app.request("/api/v1/webhooks/endpoints", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": org.apiKey },
+    body: JSON.stringify({ url: "https://hooks.contract.example/in" }),
+  });
+  expect(endpoint.status).toBe(201);
+  webhookEndpointId = ((await endpoint.json()) as { id: string }).id;
   await h.db.update(apiKeys).set({ revokedAt: new Date() }).where(eq(apiKeys.organizationId, org.id));
   revokedKey = org.apiKey;
   pathValues = {
@@ -58,7 +67,8 @@ function pathOf(route: Route): string {
   const { path, request } = route.definition;
   const values: Record<string, string> = {};
   const filled = path.replace(/\{(\w+)\}/g, (_, name: string) => {
-    const value = pathValues[name];
+    const value =
+      name === "id" && path.startsWith("/api/v1/webhooks/") ? webhookEndpointId : pathValues[name];
     if (value === undefined)
       throw new Error(`${path}: no value for the path parameter "${name}"; add one to pathValues`);
     values[name] = value;

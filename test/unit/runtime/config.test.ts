@@ -8,6 +8,7 @@ const production = {
   EMAIL_PROVIDER: "simulator",
   PUSH_PROVIDER: "simulator",
   CONTENT_MASTER_KEY: Buffer.alloc(32, 1).toString("base64"),
+  WEBHOOK_SECRET_KEY: Buffer.alloc(32, 2).toString("base64"),
 };
 
 function problems(env: Record<string, string>): string {

@@ -125,6 +125,7 @@ describe("CONTENT_MASTER_KEY", () => {
     SMS_PROVIDER: "simulator",
     EMAIL_PROVIDER: "simulator",
     PUSH_PROVIDER: "simulator",
+    WEBHOOK_SECRET_KEY: Buffer.alloc(32, 4).toString("base64"),
   };
 
   it("is required in production", () => {

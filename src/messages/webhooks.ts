@@ -1,0 +1,198 @@
+import { Webhook } from "standardwebhooks";
+import type { Executor } from "../../db/client.js";
+import {
+  MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION,
+  PREVIOUS_SECRET_LIFETIME_MS,
+  WEBHOOK_TEST_EVENT,
+} from "../domain/webhooks.js";
+import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
+import { newWebhookSecret, type WebhookSecrets } from "../runtime/webhook-secrets.js";
+import {
+  countWebhookEndpoints,
+  insertWebhookAttempt,
+  insertWebhookEndpoint,
+  type StoredWebhookEndpoint,
+  updateWebhookEndpoint,
+  type WebhookAttempt,
+} from "../store/webhooks.js";
+
+/** Use cases of an organization's status webhook endpoints (docs/decisions/0035). */
+
+export interface WebhookDeps {
+  db: Executor;
+  now: () => Date;
+  newId: () => string;
+  secrets: WebhookSecrets;
+  /** `fetch` through the outbound guard, never following a redirect (outboundFetch). */
+  fetch: typeof fetch;
+}
+
+export type EndpointCreation =
+  | { outcome: "created"; endpoint: StoredWebhookEndpoint; secret: string }
+  | { outcome: "full" };
+
+/**
+ * Creates an endpoint with a new secret, unless the organization has
+ * {@link MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION} already (creations at the same instant may pass
+ * the cap by as many as are in flight: it bounds a list, it is no quota).
+ */
+export async function createWebhookEndpoint(
+  deps: Omit<WebhookDeps, "fetch">,
+  organizationId: string,
+  fields: { url: string; eventTypes: string[] | null; description: string | null; enabled: boolean },
+): Promise<EndpointCreation> {
+  if ((await countWebhookEndpoints(deps.db, organizationId)) >= MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION) {
+    return { outcome: "full" };
+  }
+  const id = deps.newId();
+  const secret = newWebhookSecret();
+  const now = deps.now();
+  const endpoint = await insertWebhookEndpoint(deps.db, {
+    id,
+    organizationId,
+    ...fields,
+    disabledReason: null,
+    secretSealed: deps.secrets.seal(id, secret),
+    previousSecretSealed: null,
+    previousSecretExpiresAt: null,
+    createdAt: now,
+    updatedAt: now,
+  });
+  return { outcome: "created", endpoint, secret };
+}
+
+/**
+ * Gives the endpoint a new secret; the one it replaces keeps signing beside it for
+ * {@link PREVIOUS_SECRET_LIFETIME_MS}. Undefined when the organization has no such endpoint.
+ */
+export async function rotateWebhookSecret(
+  deps: Omit<WebhookDeps, "fetch">,
+  endpoint: StoredWebhookEndpoint,
+): Promise<{ endpoint: StoredWebhookEndpoint; secret: string } | undefined> {
+  const secret = newWebhookSecret();
+  const now = deps.now();
+  const updated = await updateWebhookEndpoint(deps.db, endpoint.organizationId, endpoint.id, {
+    secretSealed: deps.secrets.seal(endpoint.id, secret),
+    previousSecretSealed: endpoint.secretSealed,
+    previousSecretExpiresAt: new Date(now.getTime() + PREVIOUS_SECRET_LIFETIME_MS),
+    updatedAt: now,
+  });
+  return updated && { endpoint: updated, secret };
+}
+
+/** The secrets that sign for the endpoint now: its own, and the one it replaced for 24 h after. */
+export function signingSecrets(
+  secrets: WebhookSecrets,
+  endpoint: StoredWebhookEndpoint,
+  now: Date,
+): string[] {
+  const current = secrets.open(endpoint.id, endpoint.secretSealed);
+  const previous =
+    endpoint.previousSecretSealed &&
+    endpoint.previousSecretExpiresAt &&
+    endpoint.previousSecretExpiresAt > now
+      ? secrets.open(endpoint.id, endpoint.previousSecretSealed)
+      : undefined;
+  return previous ? [current, previous] : [current];
+}
+
+/**
+ * The Standard Webhooks headers of one attempt: `webhook-signature` holds one `v1,<base64>` per
+ * secret, space-separated (the standard's way of signing with two secrets during a rotation);
+ * each is the standard library's own `sign`.
+ */
+export function webhookHeaders(
+  secrets: readonly string[],
+  eventId: string,
+  at: Date,
+  body: string,
+): Record<string, string> {
+  return {
+    "content-type": "application/json",
+    "webhook-id": eventId,
+    "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+    "webhook-signature": secrets.map((secret) => new Webhook(secret).sign(eventId, at, body)).join(" "),
+  };
+}
+
+/** What became of one POST: null error on a 2xx. */
+export interface AttemptOutcome {
+  statusCode: number | null;
+  errorClass: "http" | "redirect" | "timeout" | "connection" | "address_refused" | null;
+  errorCode: string | null;
+}
+
+/** Classifies what `fetch` answered or threw. */
+export function attemptOutcome(result: { status: number } | { error: unknown }): AttemptOutcome {
+  if ("status" in result) {
+    const { status } = result;
+    if (status >= 200 && status < 300) return { statusCode: status, errorClass: null, errorCode: null };
+    // Redirects are never followed: where a 3xx points is not the endpoint.
+    const errorClass = status >= 300 && status < 400 ? "redirect" : "http";
+    return { statusCode: status, errorClass, errorCode: `http_${status}` };
+  }
+  const { error } = result;
+  if (isOutboundAddressError(error)) {
+    return { statusCode: null, errorClass: "address_refused", errorCode: "ERR_OUTBOUND_ADDRESS_REFUSED" };
+  }
+  if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) {
+    return { statusCode: null, errorClass: "timeout", errorCode: "ETIMEDOUT" };
+  }
+  const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  const code = typeof cause?.code === "string" ? cause.code : "ERR_CONNECTION";
+  return { statusCode: null, errorClass: "connection", errorCode: code };
+}
+
+/**
+ * POSTs one event to the endpoint, signed, within `timeoutMs`, and records the attempt. The
+ * response's body is not read beyond what closing it needs.
+ */
+export async function deliverWebhookEvent(
+  deps: WebhookDeps,
+  endpoint: StoredWebhookEndpoint,
+  event: { id: string; type: string; body: string },
+  timeoutMs: number,
+): Promise<WebhookAttempt> {
+  const at = deps.now();
+  const headers = webhookHeaders(signingSecrets(deps.secrets, endpoint, at), event.id, at, event.body);
+  const started = performance.now();
+  let outcome: AttemptOutcome;
+  try {
+    const response = await deps.fetch(endpoint.url, {
+      method: "POST",
+      headers,
+      body: event.body,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    outcome = attemptOutcome({ status: response.status });
+    await response.body?.cancel().catch(() => undefined);
+  } catch (error) {
+    outcome = attemptOutcome({ error });
+  }
+  return insertWebhookAttempt(deps.db, {
+    id: deps.newId(),
+    endpointId: endpoint.id,
+    organizationId: endpoint.organizationId,
+    eventId: event.id,
+    eventType: event.type,
+    attemptedAt: at,
+    durationMs: Math.round(performance.now() - started),
+    ...outcome,
+    nextRetryAt: null,
+  });
+}
+
+/** Sends a `webhook.test` event to the endpoint now (enabled or not), once, and records the attempt. */
+export async function sendTestEvent(
+  deps: WebhookDeps,
+  endpoint: StoredWebhookEndpoint,
+  timeoutMs: number,
+): Promise<WebhookAttempt> {
+  const id = deps.newId();
+  const body = JSON.stringify({
+    type: WEBHOOK_TEST_EVENT,
+    timestamp: deps.now().toISOString(),
+    data: { endpoint_id: endpoint.id, organization_id: endpoint.organizationId },
+  });
+  return deliverWebhookEvent(deps, endpoint, { id, type: WEBHOOK_TEST_EVENT, body }, timeoutMs);
+}

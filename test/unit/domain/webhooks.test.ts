@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { webhookUrlProblem } from "../../../src/domain/webhooks.js";
+
+const problem = (url: string, allowed: string[] = []) => webhookUrlProblem(new URL(url), allowed);
+
+describe("webhookUrlProblem", () => {
+  it("takes https:// anywhere", () => {
+    expect(problem("https://hooks.example.com/in?x=1")).toBeUndefined();
+    expect(problem("https://hooks.example.com:8443/")).toBeUndefined();
+  });
+
+  it("takes http:// only to a host WEBHOOK_ALLOWED_HOSTS names (name, host:port or *.suffix)", () => {
+    expect(problem("http://hooks.example.com/")).toMatch(/WEBHOOK_ALLOWED_HOSTS/);
+    expect(problem("http://hooks.internal/", ["hooks.internal"])).toBeUndefined();
+    expect(problem("http://hooks.internal:8080/", ["hooks.internal:8080"])).toBeUndefined();
+    expect(problem("http://hooks.internal:9090/", ["hooks.internal:8080"])).toMatch(/https/);
+    expect(problem("http://a.svc.local/", ["*.svc.local"])).toBeUndefined();
+    expect(problem("http://svc.local.evil.com/", ["*.svc.local"])).toMatch(/https/);
+  });
+
+  it("refuses other schemes, credentials and fragments", () => {
+    expect(problem("ftp://hooks.example.com/")).toMatch(/https/);
+    expect(problem("https://u:p@hooks.example.com/")).toMatch(/password/);
+    expect(problem("https://hooks.example.com/#x")).toMatch(/fragment/);
+  });
+});
