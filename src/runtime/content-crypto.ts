@@ -73,15 +73,15 @@ export function newDataKey(): Buffer {
 const NONCE_POOL = Buffer.alloc(NONCE_BYTES * 4096);
 let noncesUsed = NONCE_POOL.length;
 
-function nextNonce(): Buffer {
+/** The next nonce, copied into `out` at `offset` (the pool is overwritten when it is refilled); returns that copy. */
+function nextNonceInto(out: Buffer, offset: number): Buffer {
   if (noncesUsed === NONCE_POOL.length) {
     randomFillSync(NONCE_POOL);
     noncesUsed = 0;
   }
-  // A copy: the pool is overwritten when it is refilled.
-  const nonce = Buffer.from(NONCE_POOL.subarray(noncesUsed, noncesUsed + NONCE_BYTES));
+  NONCE_POOL.copy(out, offset, noncesUsed, noncesUsed + NONCE_BYTES);
   noncesUsed += NONCE_BYTES;
-  return nonce;
+  return out.subarray(offset, offset + NONCE_BYTES);
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -91,12 +91,18 @@ const EMPTY = Buffer.alloc(0);
  * prefix, a header of the caller's, is not encrypted: put it in `aad` to authenticate it).
  */
 export function seal(key: Buffer, plaintext: Buffer, aad: Buffer, prefix: Buffer = EMPTY): Buffer {
-  const nonce = nextNonce();
+  // The output is allocated once: the prefix and the nonce are written into it, then the
+  // ciphertext and the tag (GCM's ciphertext is as long as the plaintext).
+  const out = Buffer.allocUnsafe(prefix.length + NONCE_BYTES + plaintext.length + TAG_BYTES);
+  prefix.copy(out, 0);
+  const nonce = nextNonceInto(out, prefix.length);
   const cipher = createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(aad);
   const body = cipher.update(plaintext);
   cipher.final();
-  return Buffer.concat([prefix, nonce, body, cipher.getAuthTag()]);
+  body.copy(out, prefix.length + NONCE_BYTES);
+  cipher.getAuthTag().copy(out, out.length - TAG_BYTES);
+  return out;
 }
 
 /**

@@ -4,7 +4,7 @@ import type { MessageEvent } from "../domain/events.js";
 import { EVENT_INPUT, type EventInsert, eventRows, insertEventsFrom } from "./events.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
-import { insertRecordsFrom, type RecordColumns, recordColumns, recordsInput } from "./records.js";
+import { insertRecordsSealedAs, type RecordColumns, recordColumnsBesideEvent } from "./records.js";
 import { runStatement } from "./statement.js";
 
 /** How long an `Idempotency-Key` is held; an older one may be claimed again. */
@@ -52,7 +52,8 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
 
 /**
  * One batch of accepts: `$1` the events with what the statement needs besides (JSON text), `$2`
- * how long a key is held (ms), `$3` the records (JSON text), `$4` the queue prefix. Claims the
+ * how long a key is held (ms), `$3` the records without their sealed content, which they take
+ * from their event's row (JSON text), `$4` the queue prefix. Claims the
  * idempotency keys, then appends the accepted messages' events through the event store's insert,
  * their records through the records' insert, and their outbox rows; returns the accepted ids.
  */
@@ -77,7 +78,7 @@ const ACCEPT = `
     where idempotency_key is null or message_id in (select message_id from claimed)
   ),
   events as (${insertEventsFrom("accepted")}),
-  records as (${insertRecordsFrom(`${recordsInput("$3")} where r.message_id in (select message_id from accepted)`)}),
+  records as (${insertRecordsSealedAs("$3", "accepted")}),
   outbox as (
     insert into delivery_outbox (message_id, queue_prefix, priority)
     select message_id, $4, queue_priority from accepted
@@ -153,7 +154,7 @@ export class AcceptBatcher {
     written.forEach(({ item }, ord) => {
       eventRows({ id: item.row.messageId, organizationId: item.row.organizationId }, 0, [item.event], events);
       input.push(acceptInput(item, ord, events[ord] as EventInsert));
-      records.push(recordColumns(item.row));
+      records.push(recordColumnsBesideEvent(item.row));
     });
     const accepted = await runStatement<Array<{ message_id: string }>>(this.#sql, ACCEPT, [
       JSON.stringify(input),

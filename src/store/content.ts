@@ -72,6 +72,11 @@ export function isContentErased(content: MessageContent): boolean {
 
 /** The recipients a content names, normalised as {@link normaliseRecipient} does. */
 function recipientsOf(content: MessageContent): string[] {
+  // One recipient, the usual case (an SMS, a push): no list to split and deduplicate.
+  if (content.channel !== "email" && !content.recipient.includes(",")) {
+    const recipient = normaliseRecipient(content.recipient);
+    return recipient === "" ? [] : [recipient];
+  }
   const recipients = content.recipient.split(",").map(normaliseRecipient);
   if (content.channel === "email") {
     for (const to of content.email.message.to) recipients.push(normaliseRecipient(to.email));
@@ -130,12 +135,16 @@ export class ContentVault {
   async seal(
     content: MessageContent,
   ): Promise<StoredContent & { requestKey: (requestHash: string) => string }> {
-    const key = await this.keys.current(content.organizationId);
+    const cached = this.keys.current(content.organizationId);
+    // A cached key (every send but an organization's first in a while) is used without a turn of
+    // the event loop.
+    const key = cached instanceof Promise ? await cached : cached;
     const clear: Record<string, unknown> = {};
     const secret: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(content)) {
-      if (CLEAR_FIELDS.has(name)) clear[name] = value;
-      else secret[name] = value;
+    const fields = content as unknown as Record<string, unknown>;
+    for (const name in fields) {
+      if (CLEAR_FIELDS.has(name)) clear[name] = fields[name];
+      else secret[name] = fields[name];
     }
     const header = this.#headerOf(key.id);
     const result: StoredContent = {
@@ -149,10 +158,12 @@ export class ContentVault {
       recipientKeys: recipientsOf(content).map((recipient) => blindIndex(key.indexKey, recipient)),
     };
     stored.set(content, result);
-    return Object.assign(
-      { requestKey: (requestHash: string) => blindIndex(key.indexKey, `request|${requestHash}`) },
-      result,
-    );
+    return {
+      clear: result.clear,
+      sealed: result.sealed,
+      recipientKeys: result.recipientKeys,
+      requestKey: (requestHash: string) => blindIndex(key.indexKey, `request|${requestHash}`),
+    };
   }
 
   /** Loads the keys these sealed contents need: the {@link Opener} then opens them without waiting. */

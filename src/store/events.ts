@@ -2,7 +2,7 @@ import type { SqlClient } from "../../db/client.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
-import { byteaText, type Opener, storedContent, storedContentOf } from "./content.js";
+import { type Opener, storedContent, storedContentOf } from "./content.js";
 import { toMessageRow } from "./projection.js";
 import {
   insertRecordsFrom,
@@ -102,7 +102,10 @@ export interface EventInsert {
   retry_count: number;
   data: unknown;
   occurred_at: string;
-  /** `\\x` and hex, as bytea's text input (these rows travel as JSON). */
+  /**
+   * Base64 (these rows travel as JSON; {@link insertEventsFrom} decodes it): two thirds of the hex
+   * of bytea's text input, through JSON, the socket and Postgres's parser.
+   */
   content_enc: string | null;
   recipient_keys: string[] | null;
 }
@@ -128,18 +131,23 @@ export function eventRows(
       retry_count: event.retryCount,
       data: stored ? stored.clear : event.data,
       occurred_at: event.occurredAt,
-      content_enc: stored ? byteaText(stored.sealed) : null,
+      content_enc: stored?.sealed ? stored.sealed.toString("base64") : null,
       recipient_keys: stored ? stored.recipientKeys : null,
     });
   });
   return into;
 }
 
-/** Columns of an {@link EventInsert}: the append's input, as a `json_to_recordset` definition. */
+/**
+ * Columns of an {@link EventInsert}: the append's input, as a `json_to_recordset` definition
+ * (`content_enc` is the base64 text {@link insertEventsFrom} decodes).
+ */
 export const EVENT_INPUT = `message_id uuid, organization_id uuid, seq integer, type text, retry_count integer,
-  data jsonb, occurred_at timestamptz, content_enc bytea, recipient_keys text[]`;
+  data jsonb, occurred_at timestamptz, content_enc text, recipient_keys text[]`;
 const EVENT_NAMES =
   "message_id, organization_id, seq, type, retry_count, data, occurred_at, content_enc, recipient_keys";
+const EVENT_VALUES =
+  "message_id, organization_id, seq, type, retry_count, data, occurred_at, decode(content_enc, 'base64'), recipient_keys";
 
 /**
  * The append: the INSERT of the rows of `source`, a relation whose rows are {@link EventInsert}s
@@ -147,7 +155,7 @@ const EVENT_NAMES =
  * (`unique(message_id, seq)`) fails the whole statement: another writer appended first.
  */
 export function insertEventsFrom(source: string): string {
-  return `insert into message_events (${EVENT_NAMES}) select ${EVENT_NAMES} from ${source}`;
+  return `insert into message_events (${EVENT_NAMES}) select ${EVENT_VALUES} from ${source}`;
 }
 
 /**

@@ -1,12 +1,11 @@
 import type postgres from "postgres";
-import { fold } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-batcher.js";
-import type { ContentVault } from "./content.js";
+import type { ContentVault, StoredContent } from "./content.js";
 import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { loadEvents, type StoredEvent } from "./events.js";
 import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
-import { type MessageRow, toMessageRow } from "./projection.js";
+import type { MessageRow } from "./projection.js";
 import { createRecordFinder } from "./records.js";
 
 /**
@@ -51,11 +50,12 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
   return {
     async accept(pending) {
       // Sealed first: from here the event and the record are written with the content sealed.
-      const { requestKey } = await content.seal(pending.event.data);
+      const sealed = await content.seal(pending.event.data);
+      const { requestKey } = sealed;
       const { idempotency } = pending;
       return batcher.commit({
         event: pending.event,
-        row: toMessageRow(fold([pending.event])),
+        row: withSealedContent(pending.row, sealed),
         queuePriority: pending.queuePriority,
         // A plain SHA-256 of a short text to a known number can be guessed: stored keyed instead.
         idempotency: idempotency && {
@@ -73,4 +73,19 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
       eraseRecipientContent(sql, content, organizationId, recipient),
     holdsIdempotencyKey: (organizationId, key, at) => holdsIdempotencyKey(sql, organizationId, key, at),
   };
+}
+
+/**
+ * The record of a message just sealed: the caller's row (made from the message in clear, for
+ * this accept alone) with its content columns as `toMessageRow` gives them for a sealed content,
+ * set in place rather than folding and projecting the event a second time (the row keeps its shape).
+ */
+function withSealedContent(row: MessageRow, sealed: StoredContent): MessageRow {
+  row.recipient = null;
+  row.body = null;
+  row.subject = null;
+  row.templateFields = null;
+  row.contentEnc = sealed.sealed;
+  row.recipientKeys = sealed.recipientKeys;
+  return row;
 }

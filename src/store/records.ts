@@ -75,6 +75,29 @@ export function insertRecordsFrom(source: string): string {
   return `insert into messages as m (${NAMES}) select ${NAMES} from ${source}`;
 }
 
+/** The sealed content's columns, which the accept takes from its events' input rather than carry twice. */
+const SEALED_COLUMNS: ReadonlySet<string> = new Set(["content_enc", "recipient_keys"] satisfies Array<
+  SqlName<keyof MessageRow>
+>);
+
+/**
+ * The INSERT of the records of the JSON text `param` ({@link recordColumnsBesideEvent}: without
+ * their sealed content) whose sealed content is that of the rows of `events` with the same
+ * `message_id` (an {@link EventInsert}-shaped relation: `content_enc` in base64): the accept sends
+ * the sealed bytes once, for the event and the record. A record without such a row is not inserted.
+ */
+export function insertRecordsSealedAs(param: string, events: string): string {
+  const values = COLUMNS.map((column) =>
+    column.name === "content_enc"
+      ? "decode(c.content_enc, 'base64')"
+      : SEALED_COLUMNS.has(column.name)
+        ? `c.${column.name}`
+        : `r.${column.name}`,
+  ).join(", ");
+  return `insert into messages as m (${NAMES}) select ${values}
+    from ${recordsInput(param)} join ${events} as c on c.message_id = r.message_id`;
+}
+
 /** What turns {@link insertRecordsFrom} into an upsert that replaces only an older version. */
 export const REPLACE_OLDER_RECORD = `on conflict (message_id) do update set ${UPDATE}
   where m.version < excluded.version`;
@@ -108,10 +131,18 @@ type ReadColumns = {
  * changes them ({@link REPLACE_OLDER_RECORD}), so the statement need not carry them.
  */
 export function recordColumns(row: MessageRow, withContent = true): RecordColumns {
-  return withContent ? withContentColumns(row) : withoutContentColumns(row);
+  return withContent ? withContentColumns(row, true) : withoutContentColumns(row);
 }
 
-function withContentColumns(row: MessageRow): RecordColumns {
+/**
+ * {@link recordColumns} for {@link insertRecordsSealedAs}: every column but the sealed content,
+ * which comes from the event's row.
+ */
+export function recordColumnsBesideEvent(row: MessageRow): RecordColumns {
+  return withContentColumns(row, false);
+}
+
+function withContentColumns(row: MessageRow, sealed: boolean): RecordColumns {
   return {
     message_id: row.messageId,
     organization_id: row.organizationId,
@@ -132,8 +163,8 @@ function withContentColumns(row: MessageRow): RecordColumns {
     delivery_time: row.deliveryTime,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
-    content_enc: byteaText(row.contentEnc),
-    recipient_keys: row.recipientKeys,
+    content_enc: sealed ? byteaText(row.contentEnc) : null,
+    recipient_keys: sealed ? row.recipientKeys : null,
   };
 }
 
