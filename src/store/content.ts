@@ -24,7 +24,8 @@ import { type DataKey, DataKeys } from "./data-keys.js";
  * not open.
  */
 
-/** The content fields stored in clear. Every other field, including any a new channel adds, is sealed. */
+/** The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
+ * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both. */
 const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
   "id",
   "organizationId",

@@ -506,4 +506,75 @@ describe("messages accepted before content was encrypted", () => {
     });
     expect(await response.json()).toEqual({ messages_erased: 1 });
   });
+
+  it("the trigger lets a sealing through only as content:seal-existing does it, and never refills an erased event", async () => {
+    const legacy = await onboard(h);
+    const id = randomUUID();
+    const now = new Date();
+    await appendEvents(h.sql, initialState, [
+      {
+        type: "accepted",
+        retryCount: 0,
+        occurredAt: now.toISOString(),
+        data: {
+          id,
+          organizationId: legacy.id,
+          productId: legacy.productId,
+          channel: "sms",
+          priority: "medium",
+          notificationType: null,
+          retryEnabled: true,
+          recipient: "+14155550177",
+          sender: "ACME",
+          expiresAt: new Date(now.getTime() + 60_000).toISOString(),
+          body: `legacy ${tag}`,
+        },
+      },
+    ]);
+    const attempt = (setting: string, change: string) =>
+      h.sql.begin(async (tx) => {
+        await tx`select set_config(${setting}, 'on', true)`;
+        await tx.unsafe(`update message_events set ${change} where message_id = $1 and seq = 1`, [id]);
+      });
+    const sealed = "content_enc = '\\x00'::bytea, recipient_keys = array['k']";
+    // Dropping a clear field, or every field, is refused.
+    await expect(
+      attempt("notify.sealing_content", `${sealed}, data = data - 'recipient' - 'body' - 'sender'`),
+    ).rejects.toThrow(/append-only/);
+    await expect(attempt("notify.sealing_content", `${sealed}, data = '{}'::jsonb`)).rejects.toThrow(/append-only/);
+    // Changing a clear field is refused.
+    await expect(
+      attempt("notify.sealing_content", `${sealed}, data = data - 'recipient' - 'body' || '{"sender":"EVIL"}'`),
+    ).rejects.toThrow(/append-only/);
+
+    // The real sealing goes through, then the erasure.
+    expect(await sealExistingContent(h.sql, h.deps.store.content)).toBeGreaterThanOrEqual(1);
+    const response = await h.app.request("/api/v1/erasures", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": legacy.apiKey },
+      body: JSON.stringify({ recipient: "+14155550177" }),
+    });
+    expect(await response.json()).toEqual({ messages_erased: 1 });
+    // An erased event (no content, no recipient in its data) cannot be refilled.
+    await expect(attempt("notify.sealing_content", sealed)).rejects.toThrow(/append-only/);
+    const [row] = await h.sql<Array<{ content_enc: Buffer | null }>>`
+      select content_enc from message_events where message_id = ${id} and seq = 1`;
+    expect(row?.content_enc).toBeNull();
+  });
+
+  it("the erasing exception touches only accepted events", async () => {
+    const org = await onboard(h);
+    const id = await send(org, "sms", sms("+14155550178", `other ${tag}`));
+    await eventually(async () => {
+      const [row] = await h.sql`select 1 from message_events where message_id = ${id} and seq = 2`;
+      return row;
+    });
+    await expect(
+      h.sql.begin(async (tx) => {
+        await tx`select set_config('notify.erasing_content', 'on', true)`;
+        await tx`update message_events set content_enc = null, recipient_keys = null
+                 where message_id = ${id} and seq = 2`;
+      }),
+    ).rejects.toThrow(/append-only/);
+  });
 });
