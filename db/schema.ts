@@ -128,6 +128,8 @@ export const messages = pgTable(
   (t) => [
     index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
     index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
+    /** The erasure by recipient finds the messages by `recipient_keys && …` (docs/decisions/0034). */
+    index("messages_recipient_keys_idx").using("gin", t.recipientKeys),
   ],
 );
 

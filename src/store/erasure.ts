@@ -28,8 +28,9 @@ export async function eraseOrganizationContent(
  * Erases the content of the organization's messages to `recipient` (any of their recipients, for
  * an e-mail): their sealed content and blind indexes become null, in the `accepted` events (the
  * one change the append-only trigger lets through, in a transaction that says so) and in the
- * records, together. Messages already on their way may still be delivered; one not yet started is
- * rejected (`content_erased`). Returns the ids of the messages erased.
+ * records, together, and deletes their `Idempotency-Key` claims (found through the GIN index on
+ * `recipient_keys`). Messages already on their way may still be delivered; one not yet started
+ * is rejected (`content_erased`). Returns the ids of the messages erased.
  */
 export async function eraseRecipientContent(
   sql: postgres.Sql,
@@ -51,6 +52,10 @@ export async function eraseRecipientContent(
       await tx`
         update message_events set content_enc = null, recipient_keys = null
         where message_id = any(${ids}::uuid[]) and seq = 1 and organization_id = ${organizationId}`;
+      // Their `Idempotency-Key` claims hold a keyed hash of the request, content included.
+      await tx`
+        delete from idempotency_keys
+        where organization_id = ${organizationId} and message_id = any(${ids}::uuid[])`;
     }
     return ids;
   });

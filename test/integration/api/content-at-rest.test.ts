@@ -253,10 +253,10 @@ describe("erasing a recipient's content", () => {
     const other = await onboard(h);
     const target = "+14155550177";
     const erased = [
-      await send(other, "sms", sms(target, `first ${tag}`)),
+      await send(other, "sms", sms(target, `first ${tag}`), { "Idempotency-Key": `first-${tag}` }),
       await send(other, "sms", sms(` ${target}`, `second ${tag}`)),
     ];
-    const kept = await send(other, "sms", sms("+14155550178", `kept ${tag}`));
+    const kept = await send(other, "sms", sms("+14155550178", `kept ${tag}`), { "Idempotency-Key": `kept-${tag}` });
     for (const id of [...erased, kept]) await finished(other, id);
     const eventsBefore = await eventRows([...erased, kept]);
 
@@ -267,6 +267,10 @@ describe("erasing a recipient's content", () => {
     });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ messages_erased: 2 });
+    // Their Idempotency-Key claims (a keyed hash of the request) go with them; the others stay.
+    const claims = await h.sql<Array<{ message_id: string }>>`
+      select message_id from idempotency_keys where message_id = any(${[...erased, kept]}::uuid[])`;
+    expect(claims.map((row) => row.message_id)).toEqual([kept]);
 
     for (const id of erased) {
       expect(await record(other, id)).toMatchObject({

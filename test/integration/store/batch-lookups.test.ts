@@ -146,3 +146,27 @@ describe("pruning expired idempotency keys", () => {
     expect(keys?.count).toBe(fresh);
   });
 });
+
+describe("erasing a recipient's content", () => {
+  it("finds the organization's messages to that recipient through the GIN index on recipient_keys", async () => {
+    await admin`
+      -- Many messages, a few to each recipient (one blind index each, as an SMS has).
+      insert into messages (message_id, organization_id, product_id, channel, status, priority,
+        sender, retry_enabled, retry_count, version, created_at, updated_at, recipient_keys)
+      select gen_random_uuid(), ${organizationId}, 'scans', 'sms', 'success', 'medium', 'ACME', true, 0, 1,
+        now(), now(), array[md5((g % 5000)::text)]
+      from generate_series(1, 40000) g`;
+    await admin`analyze messages`;
+    // The statement of src/store/erasure.ts, planned as it runs.
+    const plan = await admin.begin(async (tx) => {
+      const rows = await tx.unsafe<Array<{ "QUERY PLAN": string }>>(
+        `explain update messages set content_enc = null, recipient_keys = null
+         where organization_id = $1 and recipient_keys && $2::text[]
+         returning message_id`,
+        [organizationId, ["0123456789abcdef0123456789abcdef"]],
+      );
+      return rows.map((row) => row["QUERY PLAN"]).join("\n");
+    });
+    expect(plan).toContain("messages_recipient_keys_idx");
+  });
+});

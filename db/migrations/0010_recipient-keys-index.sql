@@ -1,0 +1,1 @@
+CREATE INDEX "messages_recipient_keys_idx" ON "messages" USING gin ("recipient_keys");
