@@ -6,13 +6,14 @@ import {
   WEBHOOK_TEST_EVENT,
 } from "../domain/webhooks.js";
 import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
+import { UnreadableContentError } from "../runtime/content-crypto.js";
 import { newWebhookSecret, type WebhookSecrets } from "../runtime/webhook-secrets.js";
 import {
   countWebhookEndpoints,
   insertWebhookAttempt,
   insertWebhookEndpoint,
+  rotateWebhookEndpointSecret,
   type StoredWebhookEndpoint,
-  updateWebhookEndpoint,
   type WebhookAttempt,
 } from "../store/webhooks.js";
 
@@ -71,16 +72,19 @@ export async function rotateWebhookSecret(
 ): Promise<{ endpoint: StoredWebhookEndpoint; secret: string } | undefined> {
   const secret = newWebhookSecret();
   const now = deps.now();
-  const updated = await updateWebhookEndpoint(deps.db, endpoint.organizationId, endpoint.id, {
+  const updated = await rotateWebhookEndpointSecret(deps.db, endpoint.organizationId, endpoint.id, {
     secretSealed: deps.secrets.seal(endpoint.id, secret),
-    previousSecretSealed: endpoint.secretSealed,
     previousSecretExpiresAt: new Date(now.getTime() + PREVIOUS_SECRET_LIFETIME_MS),
     updatedAt: now,
   });
   return updated && { endpoint: updated, secret };
 }
 
-/** The secrets that sign for the endpoint now: its own, and the one it replaced for 24 h after. */
+/**
+ * The secrets that sign for the endpoint now: its own, and the one it replaced for 24 h after.
+ * A previous secret that no longer opens (sealed under a `WEBHOOK_SECRET_KEY` since changed) is
+ * left out: the current one still signs.
+ */
 export function signingSecrets(
   secrets: WebhookSecrets,
   endpoint: StoredWebhookEndpoint,
@@ -91,9 +95,18 @@ export function signingSecrets(
     endpoint.previousSecretSealed &&
     endpoint.previousSecretExpiresAt &&
     endpoint.previousSecretExpiresAt > now
-      ? secrets.open(endpoint.id, endpoint.previousSecretSealed)
+      ? openOrSkip(secrets, endpoint.id, endpoint.previousSecretSealed)
       : undefined;
   return previous ? [current, previous] : [current];
+}
+
+function openOrSkip(secrets: WebhookSecrets, endpointId: string, sealed: Buffer): string | undefined {
+  try {
+    return secrets.open(endpointId, sealed);
+  } catch (error) {
+    if (error instanceof UnreadableContentError) return undefined;
+    throw error;
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, lt } from "drizzle-orm";
+import { and, asc, count, desc, eq, gt, lt, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
 import { webhookAttempts, webhookEndpoints } from "../../db/schema.js";
 
@@ -67,6 +67,25 @@ export async function updateWebhookEndpoint(
   const [row] = await db
     .update(webhookEndpoints)
     .set(changes)
+    .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
+    .returning();
+  return row;
+}
+
+/**
+ * Gives one of the organization's endpoints a new sealed secret, the current one becoming its
+ * previous one until `previousExpiresAt`, in one statement: two rotations at once each keep the
+ * secret the other replaced, and none is lost. Undefined when the organization has no such endpoint.
+ */
+export async function rotateWebhookEndpointSecret(
+  db: Executor,
+  organizationId: string,
+  id: string,
+  change: { secretSealed: Buffer; previousSecretExpiresAt: Date; updatedAt: Date },
+): Promise<StoredWebhookEndpoint | undefined> {
+  const [row] = await db
+    .update(webhookEndpoints)
+    .set({ ...change, previousSecretSealed: sql`${webhookEndpoints.secretSealed}` })
     .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
     .returning();
   return row;

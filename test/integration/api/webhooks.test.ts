@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webhookEndpoints } from "../../../db/schema.js";
 import { webhookDepsFor } from "../../../src/api/api-process.js";
 import { createApp } from "../../../src/api/app.js";
+import { rotateWebhookSecret } from "../../../src/messages/webhooks.js";
 import { createHarness, expectError, type Harness, onboard } from "../../support/harness.js";
 import { fetchDocument, responseChecker } from "../../support/openapi.js";
 
@@ -354,6 +355,49 @@ describe("the test event", () => {
     expect(later.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
     verifyWith(after.secret ?? "", later);
     expect(() => verifyWith(endpoint.secret ?? "", later)).toThrow();
+  });
+
+  it("given two rotations at once, keeps both new secrets: the later signs, the earlier beside it", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, { url: `${base}/concurrent` });
+    // Both requests read the endpoint before either writes.
+    const [stored] = await h.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, endpoint.id));
+    if (!stored) throw new Error("no endpoint");
+    const deps = { db: h.db, now: h.deps.now, newId: h.deps.newId, ...h.deps.webhooks };
+    const secrets: string[] = [];
+    for (const rotation of [rotateWebhookSecret(deps, stored), rotateWebhookSecret(deps, stored)]) {
+      secrets.push((await rotation)?.secret ?? "");
+    }
+    await sendTest(org.apiKey, endpoint.id);
+    const [delivery] = deliveriesTo("/concurrent");
+    if (!delivery) throw new Error("nothing delivered");
+    for (const secret of secrets) verifyWith(secret, delivery);
+    expect(() => verifyWith(endpoint.secret ?? "", delivery)).toThrow();
+  });
+
+  it("after WEBHOOK_SECRET_KEY changed, rotates and signs with the new secret, leaving out the one that no longer opens", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, { url: `${base}/rekeyed` });
+    const rekeyed = {
+      app: createApp({
+        ...h.deps,
+        webhooks: webhookDepsFor({ ...h.config, WEBHOOK_SECRET_KEY: Buffer.alloc(32, 7).toString("base64") }),
+      }),
+    };
+    const rotated = await call(
+      org.apiKey,
+      "POST",
+      `/api/v1/webhooks/endpoints/${endpoint.id}/rotate-secret`,
+      undefined,
+      rekeyed,
+    );
+    expect(rotated.status).toBe(200);
+    const { secret } = (await rotated.json()) as EndpointRecord;
+    expect(await sendTest(org.apiKey, endpoint.id, rekeyed)).toMatchObject({ succeeded: true });
+    const [delivery] = deliveriesTo("/rekeyed");
+    if (!delivery) throw new Error("nothing delivered");
+    expect(delivery.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
+    verifyWith(secret ?? "", delivery);
   });
 
   it("records a 3xx (not followed), a time-out and a refused connection as failed attempts", async () => {
