@@ -119,7 +119,7 @@ export function verifiedSendersFor(
  * the public development key) and a `fetch` whose connections pass the outbound guard.
  */
 export function webhookDepsFor(
-  config: Pick<Config, "WEBHOOK_SECRET_KEY" | "OUTBOUND_ALLOWED_NETWORKS">,
+  config: Pick<Config, "WEBHOOK_SECRET_KEY" | "WEBHOOK_ALLOWED_NETWORKS">,
   logger?: Pick<Logger, "warn">,
 ): Pick<WebhookDeps, "secrets" | "fetch"> {
   const secrets = webhookSecrets(config);
@@ -131,6 +131,7 @@ export function webhookDepsFor(
   }
   return {
     secrets,
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.OUTBOUND_ALLOWED_NETWORKS })),
+    // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
+    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
   };
 }

@@ -7,7 +7,12 @@ import { openapiRoute, withRateLimitHeaders } from "../http/openapi.js";
 import { apiKeyAuth } from "./middleware/api-key-auth.js";
 import { sendDailyQuota } from "./middleware/daily-quota.js";
 import { onboardingAuth } from "./middleware/onboarding-auth.js";
-import { previewRateLimit, senderVerifyRateLimit, sendRateLimit } from "./middleware/rate-limit.js";
+import {
+  previewRateLimit,
+  senderVerifyRateLimit,
+  sendRateLimit,
+  webhookTestRateLimit,
+} from "./middleware/rate-limit.js";
 import type { AppDeps, AppEnv, Route } from "./types.js";
 
 /**
@@ -36,6 +41,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
     send: [sendRateLimit(deps), sendDailyQuota(deps)],
     preview: [previewRateLimit(deps)],
     "sender-verify": [senderVerifyRateLimit(deps)],
+    "webhook-test": [webhookTestRateLimit(deps)],
   };
 
   for (const route of routes) {

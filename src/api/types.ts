@@ -53,9 +53,10 @@ export interface Route<R extends RouteConfig = RouteConfig> {
   auth: "api-key" | "onboarding";
   /**
    * Limits checked right after authentication, per organization: `send`, the send rate and the
-   * daily quota; `preview`, the template preview rate; `sender-verify`, the domain checks' rate.
+   * daily quota; `preview`, the template preview rate; `sender-verify`, the domain checks' rate;
+   * `webhook-test`, the webhook test events' rate.
    */
-  rateLimit?: "send" | "preview" | "sender-verify";
+  rateLimit?: "send" | "preview" | "sender-verify" | "webhook-test";
   /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
   maxBodyBytes?: number;
   handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;

@@ -5,8 +5,8 @@ import {
   PREVIOUS_SECRET_LIFETIME_MS,
   WEBHOOK_TEST_EVENT,
 } from "../domain/webhooks.js";
-import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
 import { UnreadableContentError } from "../runtime/content-crypto.js";
+import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets } from "../runtime/webhook-secrets.js";
 import {
   countWebhookEndpoints,

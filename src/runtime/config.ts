@@ -253,8 +253,24 @@ export const configSchema = z.object({
   ),
   /**
    * Hosts a webhook endpoint may reach over plain `http://`, comma-separated: exact names, `host:port`
-   * or `*.suffix`; unset: none (HTTPS only). Private addresses also need OUTBOUND_ALLOWED_NETWORKS.
+   * or `*.suffix`; unset: none (HTTPS only). Private addresses also need WEBHOOK_ALLOWED_NETWORKS.
    */
+  /**
+   * Networks (CIDRs, comma-separated) that webhook endpoints may reach besides public addresses;
+   * empty: none. Separate from OUTBOUND_ALLOWED_NETWORKS (push): every organization chooses its
+   * webhook URLs, so a network opened for a push gateway is not opened to them.
+   */
+  WEBHOOK_ALLOWED_NETWORKS: z
+    .string()
+    .default("")
+    .transform((list, ctx) => {
+      try {
+        return parseNetworks(list);
+      } catch (err) {
+        ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
+        return z.NEVER;
+      }
+    }),
   WEBHOOK_ALLOWED_HOSTS: z
     .string()
     .default("")

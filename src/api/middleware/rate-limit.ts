@@ -140,6 +140,21 @@ export function senderVerifyRateLimit(deps: RateLimitDeps): MiddlewareHandler<Ap
   });
 }
 
+/** Test events a second per organization, and at once: each holds a request open for up to 5 s. */
+export const WEBHOOK_TEST_RATE = 1;
+export const WEBHOOK_TEST_BURST = 5;
+
+/** Per-organization limit on `POST /api/v1/webhooks/endpoints/{id}/test` (outbound POSTs), fixed. */
+export function webhookTestRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
+  return rateLimit(deps, {
+    name: "webhook-test",
+    rate: WEBHOOK_TEST_RATE,
+    burst: WEBHOOK_TEST_BURST,
+    describe: (rate, burst) =>
+      `this organization may send ${rate} webhook test event a second (bursts of ${burst})`,
+  });
+}
+
 /**
  * A per-organization token bucket in Redis (`burst` tokens, at least `rate`, refilled at `rate`
  * a second) shared by every web process. When Redis errors or does not answer within 250 ms, an

@@ -20,7 +20,7 @@ export class OutboundAddressError extends Error {
     readonly address: string,
   ) {
     super(
-      `outbound connection to ${host} refused: ${address} is not a public address nor in OUTBOUND_ALLOWED_NETWORKS`,
+      `outbound connection to ${host} refused: ${address} is not a public address nor in the allowed networks (OUTBOUND_ALLOWED_NETWORKS, WEBHOOK_ALLOWED_NETWORKS for webhooks)`,
     );
     this.name = "OutboundAddressError";
   }
@@ -41,7 +41,7 @@ const systemResolve: Resolve = (hostname, family) =>
   );
 
 export interface OutboundOptions {
-  /** CIDRs an operator allows besides public addresses (OUTBOUND_ALLOWED_NETWORKS). */
+  /** CIDRs an operator allows besides public addresses (OUTBOUND_ALLOWED_NETWORKS, WEBHOOK_ALLOWED_NETWORKS). */
   allowedNetworks?: readonly string[];
   /** Defaults to the system resolver (`dns.lookup`, as a socket uses). */
   resolve?: Resolve;

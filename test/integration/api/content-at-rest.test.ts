@@ -256,7 +256,9 @@ describe("erasing a recipient's content", () => {
       await send(other, "sms", sms(target, `first ${tag}`), { "Idempotency-Key": `first-${tag}` }),
       await send(other, "sms", sms(` ${target}`, `second ${tag}`)),
     ];
-    const kept = await send(other, "sms", sms("+14155550178", `kept ${tag}`), { "Idempotency-Key": `kept-${tag}` });
+    const kept = await send(other, "sms", sms("+14155550178", `kept ${tag}`), {
+      "Idempotency-Key": `kept-${tag}`,
+    });
     for (const id of [...erased, kept]) await finished(other, id);
     const eventsBefore = await eventRows([...erased, kept]);
 
@@ -545,10 +547,15 @@ describe("messages accepted before content was encrypted", () => {
     await expect(
       attempt("notify.sealing_content", `${sealed}, data = data - 'recipient' - 'body' - 'sender'`),
     ).rejects.toThrow(/append-only/);
-    await expect(attempt("notify.sealing_content", `${sealed}, data = '{}'::jsonb`)).rejects.toThrow(/append-only/);
+    await expect(attempt("notify.sealing_content", `${sealed}, data = '{}'::jsonb`)).rejects.toThrow(
+      /append-only/,
+    );
     // Changing a clear field is refused.
     await expect(
-      attempt("notify.sealing_content", `${sealed}, data = data - 'recipient' - 'body' || '{"sender":"EVIL"}'`),
+      attempt(
+        "notify.sealing_content",
+        `${sealed}, data = data - 'recipient' - 'body' || '{"sender":"EVIL"}'`,
+      ),
     ).rejects.toThrow(/append-only/);
 
     // The real sealing goes through, then the erasure.

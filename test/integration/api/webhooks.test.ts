@@ -14,12 +14,12 @@ import { fetchDocument, responseChecker } from "../../support/openapi.js";
 /**
  * Status webhook endpoints, step 1 (docs/decisions/0035): their routes, their sealed secrets,
  * and the test event, POSTed to a real HTTP server on 127.0.0.1 (allowed by
- * OUTBOUND_ALLOWED_NETWORKS, and over http:// by WEBHOOK_ALLOWED_HOSTS) and verified with the
+ * WEBHOOK_ALLOWED_NETWORKS, and over http:// by WEBHOOK_ALLOWED_HOSTS) and verified with the
  * Standard Webhooks library and svix's, never with the service's own code.
  */
 
 const h = createHarness({
-  OUTBOUND_ALLOWED_NETWORKS: "127.0.0.1/32",
+  WEBHOOK_ALLOWED_NETWORKS: "127.0.0.1/32",
   WEBHOOK_ALLOWED_HOSTS: "127.0.0.1",
   // A test POST waits at most REQUEST_TIMEOUT_MS - 1 s: 1 s here.
   REQUEST_TIMEOUT_MS: "2000",
@@ -431,13 +431,17 @@ describe("the test event", () => {
     expect(await listed.json()).toEqual({ attempts: [timedOut], next_cursor: null });
   });
 
-  it("is refused at connect time to a private address OUTBOUND_ALLOWED_NETWORKS does not allow", async () => {
+  it("is refused at connect time to a private address WEBHOOK_ALLOWED_NETWORKS does not allow, whatever push's OUTBOUND_ALLOWED_NETWORKS allows", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, { url: `${base}/private` });
-    // The same stack, but its outbound guard allows no private network (the default).
+    // The same stack, but its webhooks allow no private network (the default), while push allows 127.0.0.1.
     const guarded = createApp({
       ...h.deps,
-      webhooks: webhookDepsFor({ ...h.config, OUTBOUND_ALLOWED_NETWORKS: [] }),
+      webhooks: webhookDepsFor({
+        ...h.config,
+        OUTBOUND_ALLOWED_NETWORKS: h.config.WEBHOOK_ALLOWED_NETWORKS,
+        WEBHOOK_ALLOWED_NETWORKS: [],
+      }),
     });
     const attempt = await sendTest(org.apiKey, endpoint.id, { app: guarded });
     expect(attempt).toMatchObject({
@@ -446,6 +450,22 @@ describe("the test event", () => {
       error: { class: "address_refused", code: "ERR_OUTBOUND_ADDRESS_REFUSED" },
     });
     expect(deliveriesTo("/private")).toHaveLength(0);
+  });
+
+  it("sends at most 5 test events at once per organization, then 429 with Retry-After; another organization is not held", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, { url: `${base}/limited` });
+    const path = `/api/v1/webhooks/endpoints/${endpoint.id}/test`;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => call(org.apiKey, "POST", path)));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 200, 200, 200, 200, 429]);
+    const refused = answers.find((answer) => answer.status === 429);
+    if (!refused) throw new Error("none refused");
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    await expectError(refused, 429, /webhook test event/);
+    expect(deliveriesTo("/limited")).toHaveLength(5);
+    const other = await onboard(h);
+    const theirs = await createEndpoint(other.apiKey, { url: `${base}/limited-other` });
+    expect(await sendTest(other.apiKey, theirs.id)).toMatchObject({ succeeded: true });
   });
 
   it("pages attempts newest first", async () => {

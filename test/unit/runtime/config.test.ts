@@ -89,6 +89,17 @@ describe("loadConfig: channels and their providers", () => {
     );
   });
 
+  it("allows webhooks no private network unless WEBHOOK_ALLOWED_NETWORKS lists it, whatever push's list says", () => {
+    const config = loadConfig({ NODE_ENV: "development", OUTBOUND_ALLOWED_NETWORKS: "10.0.0.0/8" });
+    expect(config.WEBHOOK_ALLOWED_NETWORKS).toEqual([]);
+    expect(
+      loadConfig({ NODE_ENV: "development", WEBHOOK_ALLOWED_NETWORKS: "127.0.0.1" }).WEBHOOK_ALLOWED_NETWORKS,
+    ).toEqual(["127.0.0.1/32"]);
+    expect(problems({ WEBHOOK_ALLOWED_NETWORKS: "intranet" })).toMatch(
+      /WEBHOOK_ALLOWED_NETWORKS: "intranet" is not an IP network/,
+    );
+  });
+
   it.each([
     [{}, false],
     [{ SMTP_USER: "u", SMTP_PASSWORD: "p" }, true],

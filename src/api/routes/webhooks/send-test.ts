@@ -20,6 +20,7 @@ export function testTimeoutMs(config: Pick<Config, "REQUEST_TIMEOUT_MS">): numbe
 
 export const testWebhookEndpoint = defineRoute({
   auth: "api-key",
+  rateLimit: "webhook-test",
   definition: createRoute({
     method: "post",
     path: "/api/v1/webhooks/endpoints/{id}/test",
@@ -29,11 +30,13 @@ export const testWebhookEndpoint = defineRoute({
       "POSTs a signed `webhook.test` event to the endpoint (enabled or not, whatever it subscribes " +
       "to) while the request waits, at most `REQUEST_TIMEOUT_MS` − 1 s (5 s at most), once, without " +
       "retries; records the attempt and answers with it. A failed attempt is still a 200: its " +
-      "`error` says what happened.",
+      "`error` says what happened. At most 5 at once and 1 a second per organization (429).",
     request: { params: endpointIdParams },
     responses: {
       200: { description: "The attempt", content: jsonContent(webhookAttemptRecord) },
-      ...oneEndpointErrors(),
+      ...oneEndpointErrors({
+        429: "Too many test events: 1 a second per organization (bursts of 5); retry after `Retry-After` seconds",
+      }),
     },
   }),
   async handler(c, deps) {
