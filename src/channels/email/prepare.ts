@@ -32,7 +32,8 @@ export async function prepareEmail(
       error: {
         class: "rejected",
         code: "template_not_found",
-        message: `no template named "${fields.template_name}" in this organization`,
+        // Not the name: it is sealed content, and this event is stored in clear (decision 0034).
+        message: "no template of that name in this organization",
       },
     };
   }

@@ -22,7 +22,7 @@ import {
 const notFound: DeliveryError = {
   class: "rejected",
   code: "template_not_found",
-  message: 'no template named "welcome" in this organization',
+  message: "no template of that name in this organization",
 };
 const renderFailed: DeliveryError = {
   class: "rejected",
