@@ -2,7 +2,9 @@ import type { SqlClient } from "../db/client.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
-import type { ContentVault } from "../src/store/content.js";
+import { UnreadableContentError } from "../src/runtime/content-crypto.js";
+import type { Logger } from "../src/runtime/logger.js";
+import type { ContentVault, Opener } from "../src/store/content.js";
 import { EVENT_SELECT, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
@@ -31,10 +33,17 @@ const MAX_BATCH = 100;
 // message for no more throughput; one alone made the slowest deliveries wait for a whole batch.
 const MAX_IN_FLIGHT = 2;
 
-/** The worker process makes one, at start-up: its batches are shared by every job. */
-export function createDeliveryStore(sql: SqlClient, content: ContentVault): DeliveryStore {
+/**
+ * The worker process makes one, at start-up: its batches are shared by every job. `logger` is
+ * told of each message whose content does not open.
+ */
+export function createDeliveryStore(
+  sql: SqlClient,
+  content: ContentVault,
+  logger?: Pick<Logger, "warn">,
+): DeliveryStore {
   const options = { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT };
-  const load = microBatch((ids: string[]) => loadMany(sql, content, ids), {
+  const load = microBatch((ids: string[]) => loadMany(sql, content, ids, logger), {
     ...options,
     retryOneByOne: () => false,
   });
@@ -59,6 +68,7 @@ async function loadMany(
   sql: SqlClient,
   content: ContentVault,
   messageIds: string[],
+  logger?: Pick<Logger, "warn">,
 ): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
@@ -68,18 +78,59 @@ async function loadMany(
     [messageIds],
   );
   // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
-  const opener = await content.opener(rows.map((row) => row.content_enc));
-  const byMessage = new Map<string, { events: MessageEvent[]; active: boolean }>();
+  const opener = await openerOrNone(content, rows);
+  const byMessage = new Map<string, { rows: EventRow[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
     if (!entry) {
-      entry = { events: [], active: row.organization_active === true };
+      entry = { rows: [], active: row.organization_active === true };
       byMessage.set(row.message_id, entry);
     }
-    entry.events.push(toEvent(row, opener));
+    entry.rows.push(row);
   }
-  return messageIds.map((id) => {
+  const loads: DeliveryLoad[] = [];
+  for (const id of messageIds) {
     const entry = byMessage.get(id);
-    return { state: fold(entry?.events ?? []), organizationActive: entry?.active ?? false };
-  });
+    const events = entry ? await eventsOf(content, entry.rows, opener, logger) : [];
+    loads.push({ state: fold(events), organizationActive: entry?.active ?? false });
+  }
+  return loads;
+}
+
+/** The opener of these rows' sealed contents; undefined when one of their keys does not unwrap. */
+async function openerOrNone(content: ContentVault, rows: readonly EventRow[]): Promise<Opener | undefined> {
+  try {
+    return await content.opener(rows.map((row) => row.content_enc));
+  } catch (error) {
+    if (error instanceof UnreadableContentError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * One message's events, its content opened. A content that does not open (altered, moved from
+ * another row, its key unwrapped by no master key this process has) is that message's alone: it
+ * is read as erased, so the message is rejected `content_erased` (docs/decisions/0034), and the
+ * rest of the batch is delivered.
+ */
+async function eventsOf(
+  content: ContentVault,
+  rows: readonly EventRow[],
+  batchOpener: Opener | undefined,
+  logger?: Pick<Logger, "warn">,
+): Promise<MessageEvent[]> {
+  // When the batch's keys did not all unwrap, each message tries with its own.
+  const opener = batchOpener ?? (await openerOrNone(content, rows));
+  if (opener) {
+    try {
+      return rows.map((row) => toEvent(row, opener));
+    } catch (error) {
+      if (!(error instanceof UnreadableContentError)) throw error;
+    }
+  }
+  logger?.warn(
+    { messageId: rows[0]?.message_id },
+    "message content does not open (altered, or its key unwraps with no master key here); rejecting it as erased",
+  );
+  return rows.map((row) => toEvent(row));
 }

@@ -103,7 +103,7 @@ async function main(): Promise<void> {
   });
   const processor = createDeliveryProcessor({
     db,
-    store: createDeliveryStore(sql, createContentVault(sql, config, logger)),
+    store: createDeliveryStore(sql, createContentVault(sql, config, logger), logger),
     providers,
     policy: {
       maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
