@@ -64,11 +64,12 @@ describe("Turns: who is refused", () => {
     expect(turns.refusal(turns.organization("b"), limits, 0, undefined)).toBeUndefined();
   });
 
-  it("past maxUnderWay an organization with a render under way is refused, one with none is let in", () => {
+  it("past maxUnderWay every organization is refused, one with nothing under way too; below it, let in", () => {
     const turns = given("a1");
     const tight = { ...limits, maxUnderWay: 2 };
     expect(turns.refusal(turns.organization("a"), tight, 1, undefined)).toBeInstanceOf(RenderBusyError);
-    expect(turns.refusal(turns.organization("b"), tight, 1, undefined)).toBeUndefined();
+    expect(turns.refusal(turns.organization("b"), tight, 1, undefined)).toBeInstanceOf(RenderBusyError);
+    expect(turns.refusal(turns.organization("b"), tight, 0, undefined)).toBeUndefined();
   });
 
   it("an organization whose renders take long is refused past maxWaitMs, with that wait as Retry-After", () => {

@@ -10,10 +10,9 @@ export interface RenderSandboxOptions {
   /** Default `RENDER_QUEUE_PER_ORGANIZATION`. */
   queuePerOrganization?: number;
   /**
-   * Renders under way (waiting or running), all organizations together, past which an
-   * organization that already has one under way is refused (an organization with none is always
-   * let in). Default: no such limit. The worker sets it so renders never hold more than half of
-   * its delivery slots.
+   * Renders under way (waiting or running), all organizations together, past which every render
+   * is refused, an organization's first too. Default: no such limit. The worker sets it so renders
+   * never hold more than half of its delivery slots.
    */
   maxUnderWay?: number;
 }

@@ -52,7 +52,7 @@ export class Turns<R extends { organization: Organization }> {
 
   /**
    * Why the organization may not queue one more render now, if it may not: its queue is full,
-   * everyone's renders under way are at `maxUnderWay` and it already has one, or its renders
+   * everyone's renders under way are at `maxUnderWay` (whoever they are), or its renders
    * ahead are expected (from how long its recent ones took) to take longer than `maxWaitMs`.
    */
   refusal(
@@ -71,7 +71,9 @@ export class Turns<R extends { organization: Organization }> {
         retryAfterMs,
       );
     }
-    if (ahead > 0 && this.#waitingTotal + running >= limits.maxUnderWay) {
+    // Every organization, one with nothing under way too: otherwise W organizations with one
+    // render each would hold W delivery slots (the worker hands a refused job back at no cost).
+    if (this.#waitingTotal + running >= limits.maxUnderWay) {
       return new RenderBusyError("Too many renders are waiting; retry shortly", retryAfterMs);
     }
     if (maxWaitMs !== undefined && expectedWaitMs > maxWaitMs) {
