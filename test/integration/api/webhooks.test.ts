@@ -435,14 +435,12 @@ describe("the test event", () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, { url: `${base}/private` });
     // The same stack, but its webhooks allow no private network (the default), while push allows 127.0.0.1.
-    const guarded = createApp({
-      ...h.deps,
-      webhooks: webhookDepsFor({
-        ...h.config,
-        OUTBOUND_ALLOWED_NETWORKS: h.config.WEBHOOK_ALLOWED_NETWORKS,
-        WEBHOOK_ALLOWED_NETWORKS: [],
-      }),
-    });
+    const config = {
+      ...h.config,
+      OUTBOUND_ALLOWED_NETWORKS: h.config.WEBHOOK_ALLOWED_NETWORKS,
+      WEBHOOK_ALLOWED_NETWORKS: [],
+    };
+    const guarded = createApp({ ...h.deps, webhooks: webhookDepsFor(config) });
     const attempt = await sendTest(org.apiKey, endpoint.id, { app: guarded });
     expect(attempt).toMatchObject({
       succeeded: false,
