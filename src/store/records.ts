@@ -3,7 +3,8 @@ import type { SqlClient } from "../../db/client.js";
 import { messages } from "../../db/schema.js";
 import { channelNamed } from "../channels/index.js";
 import type { MessageContent } from "../domain/events.js";
-import { byteaText, type ContentVault } from "./content.js";
+import { UnreadableContentError } from "../runtime/content-crypto.js";
+import { byteaText, type ContentVault, type Opener } from "./content.js";
 import { microBatch, type QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
 import { runStatement } from "./statement.js";
@@ -231,7 +232,7 @@ export async function openRecords(rows: MessageRow[], vault: ContentVault): Prom
   const opener = await vault.opener(rows.map((row) => row.contentEnc));
   for (const row of rows) {
     if (!row.contentEnc) continue;
-    const opened = opener.open(row.contentEnc, row.organizationId, row.messageId);
+    const opened = openOrNothing(opener, row);
     if (!opened) continue;
     const content = Object.assign({ channel: row.channel }, opened) as unknown as MessageContent;
     const columns = channelNamed(row.channel).record(content as never);
@@ -241,6 +242,19 @@ export async function openRecords(rows: MessageRow[], vault: ContentVault): Prom
     row.templateFields = columns.templateFields;
   }
   return rows;
+}
+
+/**
+ * A record's sealed fields, or nothing: one that does not open (altered, or moved from another
+ * row) reads as content gone, like an erased one, and fails no other record of its read.
+ */
+function openOrNothing(opener: Opener, row: MessageRow): Record<string, unknown> | undefined {
+  try {
+    return opener.open(row.contentEnc, row.organizationId, row.messageId);
+  } catch (error) {
+    if (error instanceof UnreadableContentError) return undefined;
+    throw error;
+  }
 }
 
 /** Inserts records (from {@link recordColumns}) in one statement. */

@@ -7,7 +7,7 @@ import { isContentErased, storedContent } from "../../../src/store/content.js";
 import { enqueueDelivery } from "../../../src/store/delivery-queue.js";
 import { appendEvents } from "../../../src/store/events.js";
 import { createDeliveryStore, type DeliveryLoad } from "../../../workers/delivery-store.js";
-import { createHarness, eventually, onboard, sendSms } from "../../support/harness.js";
+import { createHarness, eventually, getMessage, onboard, sendSms } from "../../support/harness.js";
 
 /**
  * A content that does not open (altered, or moved from another message's row) is that message's
@@ -71,5 +71,28 @@ describe("a message whose sealed content does not open", () => {
     const [last] = await h.sql<Array<{ data: { reason: string } }>>`
       select data from message_events where message_id = ${badId} order by seq desc limit 1`;
     expect(last?.data.reason).toBe("content_erased");
+  });
+
+  it("fails no other read: the records read together answer, the one that does not open shows no content", async () => {
+    const org = await onboard(h);
+    const ids: string[] = [];
+    for (const to of ["+14155550133", "+14155550134"]) {
+      const response = await sendSms(h, org.apiKey, { payload: { to, body: "hello", sender: "ACME" } });
+      ids.push(((await response.json()) as { request_id: string }).request_id);
+    }
+    const [good = "", bad = ""] = ids;
+    // The second record now carries the first one's sealed content: it does not open under its id.
+    await h.sql`
+      update messages set content_enc = (select content_enc from messages where message_id = ${good})
+      where message_id = ${bad}`;
+    // Read together, as concurrent requests are: one statement for both.
+    const [first, second] = await Promise.all([
+      getMessage(h, org.apiKey, good),
+      getMessage(h, org.apiKey, bad),
+    ]);
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(200);
+    expect(((await first.json()) as { receiver_id: string | null }).receiver_id).toBe("+14155550133");
+    expect(((await second.json()) as { receiver_id: string | null }).receiver_id).toBeNull();
   });
 });
