@@ -3,7 +3,7 @@ import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
 import type { ContentVault } from "../src/store/content.js";
-import { EVENT_SELECT, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
+import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
 
@@ -49,8 +49,11 @@ export function createDeliveryStore(sql: SqlClient, content: ContentVault): Deli
   };
 }
 
-/** The events of the messages `$1`, each with its organization's active flag. */
-const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT}, o.active as organization_active
+/**
+ * The events of the messages `$1`, each with its organization's active flag (without the blind
+ * indexes: a delivery's appends never write the record's content columns).
+ */
+const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
