@@ -155,8 +155,7 @@ let scratch = Buffer.allocUnsafe(1024);
 
 /** HMAC-SHA-256 of `value` under a prepared key. */
 export function hmac(key: HmacKey, value: string | Buffer): Buffer {
-  const length =
-    SHA256_BLOCK + (typeof value === "string" ? Buffer.byteLength(value) : value.length);
+  const length = SHA256_BLOCK + (typeof value === "string" ? Buffer.byteLength(value) : value.length);
   if (scratch.length < length) scratch = Buffer.allocUnsafe(length);
   key.inner.copy(scratch, 0);
   if (typeof value === "string") scratch.write(value, SHA256_BLOCK);

@@ -160,7 +160,9 @@ export class ContentVault {
     const key = this.keys.current(content.organizationId);
     // A cached key (every send but an organization's first in a while) is used at once: no
     // promise and no turn of the event loop.
-    return key instanceof Promise ? key.then((loaded) => this.#seal(content, loaded)) : this.#seal(content, key);
+    return key instanceof Promise
+      ? key.then((loaded) => this.#seal(content, loaded))
+      : this.#seal(content, key);
   }
 
   #seal(content: MessageContent, key: DataKey): SealedContent {
@@ -200,7 +202,10 @@ export class ContentVault {
       if (!id || keys.has(id)) continue;
       const cached = this.keys.cached(id);
       if (cached !== undefined) keys.set(id, cached);
-      else (missing ??= new Set()).add(id);
+      else {
+        missing ??= new Set();
+        missing.add(id);
+      }
     }
     // Every key cached (every read but the first of a key in a while): no turn of the event loop.
     if (!missing) return new Opener(keys);
