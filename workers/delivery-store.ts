@@ -5,7 +5,7 @@ import { fold, type MessageState } from "../src/domain/state.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
-import { EVENT_SELECT, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
+import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
 
@@ -58,8 +58,11 @@ export function createDeliveryStore(
   };
 }
 
-/** The events of the messages `$1`, each with its organization's active flag. */
-const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT}, o.active as organization_active
+/**
+ * The events of the messages `$1`, each with its organization's active flag (without the blind
+ * indexes: a delivery's appends never write the record's content columns).
+ */
+const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;

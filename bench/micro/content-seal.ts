@@ -15,7 +15,11 @@ const organizationId = randomUUID();
 const raw = newDataKey();
 const key: DataKey = { id: randomUUID(), organizationId, key: raw, indexKey: indexKeyOf(raw) };
 // The cache's answers, without a database: what DataKeys gives once a key is loaded.
-const keys = { current: () => key, load: async () => new Map([[key.id, key]]) } as unknown as DataKeys;
+const keys = {
+  current: () => key,
+  cached: (id: string) => (id === key.id ? key : undefined),
+  load: async () => new Map([[key.id, key]]),
+} as unknown as DataKeys;
 const vault = new ContentVault(keys);
 
 const contents = Array.from(

@@ -118,10 +118,10 @@ export function open(key: Buffer, sealed: Buffer, aad: Buffer, prefixBytes = 0):
     const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(prefixBytes, nonceEnd));
     decipher.setAAD(aad);
     decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
-    return Buffer.concat([
-      decipher.update(sealed.subarray(nonceEnd, sealed.length - TAG_BYTES)),
-      decipher.final(),
-    ]);
+    const plaintext = decipher.update(sealed.subarray(nonceEnd, sealed.length - TAG_BYTES));
+    // GCM's final() checks the tag and returns nothing more: no second buffer to join.
+    decipher.final();
+    return plaintext;
   } catch {
     throw new UnreadableContentError("ciphertext does not open with this key and context");
   }
@@ -147,10 +147,23 @@ export function hmacKey(key: Buffer): HmacKey {
   };
 }
 
+/**
+ * Where {@link hmac} lays out each hash's input (the padded key, then the value or the inner
+ * digest): reused, so an HMAC allocates nothing but its two digests. Grown for a longer value.
+ */
+let scratch = Buffer.allocUnsafe(1024);
+
 /** HMAC-SHA-256 of `value` under a prepared key. */
 export function hmac(key: HmacKey, value: string | Buffer): Buffer {
-  const inner = hash("sha256", Buffer.concat([key.inner, Buffer.from(value)]), "buffer");
-  return hash("sha256", Buffer.concat([key.outer, inner]), "buffer");
+  const length = SHA256_BLOCK + (typeof value === "string" ? Buffer.byteLength(value) : value.length);
+  if (scratch.length < length) scratch = Buffer.allocUnsafe(length);
+  key.inner.copy(scratch, 0);
+  if (typeof value === "string") scratch.write(value, SHA256_BLOCK);
+  else value.copy(scratch, SHA256_BLOCK);
+  const inner = hash("sha256", scratch.subarray(0, length), "buffer");
+  key.outer.copy(scratch, 0);
+  inner.copy(scratch, SHA256_BLOCK);
+  return hash("sha256", scratch.subarray(0, SHA256_BLOCK + inner.length), "buffer");
 }
 
 /**

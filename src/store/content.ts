@@ -99,15 +99,39 @@ function keyIdBytes(id: string): Buffer {
   return Buffer.from(id.replaceAll("-", ""), "hex");
 }
 
+/**
+ * Key ids by their 16 header bytes (read as latin1, one character a byte): every read opens a
+ * sealed content, and a process sees few keys, so the id is spelt out once per key.
+ */
+const keyIds = new Map<string, string>();
+
 function keyIdOf(sealed: Buffer): string | undefined {
   if (sealed.length < HEADER_BYTES || sealed[0] !== FORMAT_VERSION) return undefined;
-  const hex = sealed.toString("hex", 1, HEADER_BYTES);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  const bytes = sealed.toString("latin1", 1, HEADER_BYTES);
+  let id = keyIds.get(bytes);
+  if (id === undefined) {
+    const hex = sealed.toString("hex", 1, HEADER_BYTES);
+    id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+    if (keyIds.size >= 10_000) keyIds.clear();
+    keyIds.set(bytes, id);
+  }
+  return id;
 }
 
+/** The authenticated data: the header, then `|organization|message`, written into one buffer. */
 function aad(header: Buffer, organizationId: string, messageId: string): Buffer {
-  return Buffer.concat([header, Buffer.from(`|${organizationId}|${messageId}`)]);
+  const binding = `|${organizationId}|${messageId}`;
+  const out = Buffer.allocUnsafe(header.length + Buffer.byteLength(binding));
+  header.copy(out, 0);
+  out.write(binding, header.length);
+  return out;
 }
+
+/**
+ * A content just sealed, with a keyed digest under the same key, for what must be compared
+ * without being readable (the request hash an `Idempotency-Key` holds).
+ */
+export type SealedContent = StoredContent & { requestKey: (requestHash: string) => string };
 
 /** Seals contents with their organizations' keys and opens them again. */
 export class ContentVault {
@@ -133,13 +157,16 @@ export class ContentVault {
    * gives a keyed digest under the same key, for what must be compared without being readable
    * (the request hash an `Idempotency-Key` holds).
    */
-  async seal(
-    content: MessageContent,
-  ): Promise<StoredContent & { requestKey: (requestHash: string) => string }> {
-    const cached = this.keys.current(content.organizationId);
-    // A cached key (every send but an organization's first in a while) is used without a turn of
-    // the event loop.
-    const key = cached instanceof Promise ? await cached : cached;
+  seal(content: MessageContent): SealedContent | Promise<SealedContent> {
+    const key = this.keys.current(content.organizationId);
+    // A cached key (every send but an organization's first in a while) is used at once: no
+    // promise and no turn of the event loop.
+    return key instanceof Promise
+      ? key.then((loaded) => this.#seal(content, loaded))
+      : this.#seal(content, key);
+  }
+
+  #seal(content: MessageContent, key: DataKey): SealedContent {
     const clear: Record<string, unknown> = {};
     const secret: Record<string, unknown> = {};
     const fields = content as unknown as Record<string, unknown>;
@@ -168,13 +195,25 @@ export class ContentVault {
   }
 
   /** Loads the keys these sealed contents need: the {@link Opener} then opens them without waiting. */
-  async opener(sealed: Iterable<Buffer | null | undefined>): Promise<Opener> {
-    const ids = new Set<string>();
+  opener(sealed: Iterable<Buffer | null | undefined>): Promise<Opener> | Opener {
+    const keys = new Map<string, DataKey | null>();
+    let missing: Set<string> | undefined;
     for (const value of sealed) {
       const id = value ? keyIdOf(value) : undefined;
-      if (id) ids.add(id);
+      if (!id || keys.has(id)) continue;
+      const cached = this.keys.cached(id);
+      if (cached !== undefined) keys.set(id, cached);
+      else {
+        missing ??= new Set();
+        missing.add(id);
+      }
     }
-    return new Opener(ids.size > 0 ? await this.keys.load(ids) : new Map());
+    // Every key cached (every read but the first of a key in a while): no turn of the event loop.
+    if (!missing) return new Opener(keys);
+    return this.keys.load(missing).then((loaded) => {
+      for (const [id, key] of loaded) keys.set(id, key);
+      return new Opener(keys);
+    });
   }
 }
 

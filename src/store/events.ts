@@ -48,6 +48,15 @@ export const EVENT_SELECT = `e.message_id, e.seq, e.type, e.retry_count, e.data,
   to_char(e.occurred_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as occurred_at`;
 
 /**
+ * {@link EVENT_SELECT} without the recipients' blind indexes (null): for the worker, whose appends
+ * never write a record's content columns (the accept wrote them), so it has no use for them.
+ */
+export const EVENT_SELECT_WITHOUT_INDEXES = EVENT_SELECT.replace(
+  "e.recipient_keys",
+  "null::text[] as recipient_keys",
+);
+
+/**
  * A stored event, as the domain's. An `accepted` event's sealed content is opened with `opener`
  * (`ContentVault.opener`); without one, or once erased, the event carries
  * the content's clear fields only (enough for the history and the rebuild, which show none).

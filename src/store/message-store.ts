@@ -50,7 +50,9 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
   return {
     async accept(pending) {
       // Sealed first: from here the event and the record are written with the content sealed.
-      const sealed = await content.seal(pending.event.data);
+      // With the organization's key cached, sealed at once (no promise to wait for).
+      const sealing = content.seal(pending.event.data);
+      const sealed = sealing instanceof Promise ? await sealing : sealing;
       const { requestKey } = sealed;
       const { idempotency } = pending;
       return batcher.commit({

@@ -57,7 +57,10 @@ const UPDATE = COLUMNS.filter((column) => !column.primaryKey && !CONTENT_COLUMNS
 const RECORD_SELECT = COLUMNS.map((column) =>
   column.timestamp
     ? `(extract(epoch from m.${column.name}) * 1000)::float8 as ${column.name}`
-    : `m.${column.name}`,
+    : // A read never uses the blind indexes (the erasure queries them in SQL): not sent, not parsed.
+      column.name === "recipient_keys"
+      ? `null::text[] as ${column.name}`
+      : `m.${column.name}`,
 ).join(", ");
 
 type Columns = typeof messages._.columns;
@@ -229,7 +232,12 @@ function readRecord(read: ReadColumns): MessageRow {
  * content was erased (its key destroyed, or its sealed part blanked).
  */
 export async function openRecords(rows: MessageRow[], vault: ContentVault): Promise<MessageRow[]> {
-  const opener = await vault.opener(rows.map((row) => row.contentEnc));
+  const opener = vault.opener(rows.map((row) => row.contentEnc));
+  return openRecordsWith(rows, opener instanceof Promise ? await opener : opener);
+}
+
+/** {@link openRecords} with the keys loaded. */
+function openRecordsWith(rows: MessageRow[], opener: Opener): MessageRow[] {
   for (const row of rows) {
     if (!row.contentEnc) continue;
     const opened = openOrNothing(opener, row);
@@ -298,15 +306,15 @@ async function findMany(
   // set-returning function at 100 rows and, on tables of moderate size, chose to scan the
   // whole table for every batch (test/integration/store/batch-lookups.test.ts).
   const rows = await runStatement<ReadColumns[]>(sql, FIND_RECORDS, [keys.map((key) => key.messageId)]);
-  const found = new Map(rows.map((row) => [row.message_id, row]));
+  const byId = new Map(rows.map((row) => [row.message_id, row]));
   const records = keys.map((key) => {
-    const row = found.get(key.messageId);
+    const row = byId.get(key.messageId);
     // Another organization's message is not found, exactly like an unknown one.
     return row && row.organization_id === key.organizationId ? readRecord(row) : undefined;
   });
-  await openRecords(
-    records.filter((record): record is MessageRow => record !== undefined),
-    vault,
-  );
+  const found = records.filter((record): record is MessageRow => record !== undefined);
+  // The keys are cached but for the first read of a key in a while: then opened without a wait.
+  const opener = vault.opener(found.map((record) => record.contentEnc));
+  openRecordsWith(found, opener instanceof Promise ? await opener : opener);
   return records;
 }

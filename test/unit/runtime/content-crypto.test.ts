@@ -159,4 +159,18 @@ describe("the prepared HMAC", () => {
       }
     }
   });
+
+  it("is HMAC-SHA-256 for buffers, multi-byte text and values longer than its scratch buffer, in any order", () => {
+    const key = Buffer.alloc(32, 5);
+    // A long value first, then short ones: nothing of an earlier input may leak into a later one.
+    for (const value of [
+      "x".repeat(5000),
+      "é€😀",
+      Buffer.from([0, 1, 2, 255]),
+      "short",
+      Buffer.alloc(3000, 7),
+    ]) {
+      expect(hmac(hmacKey(key), value).equals(createHmac("sha256", key).update(value).digest())).toBe(true);
+    }
+  });
 });
