@@ -135,7 +135,7 @@ describe("one tenant's slow templates do not stall another tenant", () => {
     };
     expect(history.events.map((e) => e.type)).toEqual(["accepted", "rejected"]);
     expect(history.events.at(-1)?.error?.message).toBe(
-      `Template "slow": rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms`,
+      `The template: rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms`,
     );
     // A's previews: 422 at the deadline, or 503/429 when their wait would pass the request's.
     for (const status of await Promise.all(slowPreviews)) expect([422, 429, 503]).toContain(status);

@@ -110,7 +110,7 @@ describe("the template sandbox in the Procfile's processes", () => {
     expect(history.events.at(-1)).toMatchObject({
       reason: "template_render_failed",
       error: {
-        message: `Template "endless": rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms`,
+        message: `The template: rendering took longer than the limit of ${RENDER_DEADLINE_MS} ms`,
       },
     });
   });

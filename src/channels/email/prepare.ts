@@ -58,7 +58,11 @@ export async function prepareEmail(
     return {
       ready: false,
       reason: "template_render_failed",
-      error: { class: "rejected", code: "template_render_failed", message: error.message },
+      error: {
+        class: "rejected",
+        code: "template_render_failed",
+        message: withoutName(error, fields.template_name),
+      },
     };
   } finally {
     clearTimeout(expiry);
@@ -75,4 +79,12 @@ export async function prepareEmail(
     ...rendered,
     attempt,
   }));
+}
+
+/**
+ * The renderer's explanation without the template's name: the name is sealed content and the
+ * rejection event is stored in clear (decision 0034); a preview still names it to its caller.
+ */
+function withoutName(error: TemplateRenderError, templateName: string): string {
+  return error.message.replaceAll(`Template ${JSON.stringify(templateName)}`, "The template");
 }
