@@ -27,6 +27,33 @@ function isDnsServer(entry: string): boolean {
   return port === undefined || (Number(port) >= 1 && Number(port) <= 65535);
 }
 
+/** Host patterns, comma-separated: exact names, `host:port` or `*.suffix`. */
+const HOST_PATTERNS = /^\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*(,\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*)*$/;
+const HOST_PATTERNS_MESSAGE = "must be host names or *.suffix patterns, comma-separated";
+const hostList = (list: string): readonly string[] =>
+  list.split(",").map((host) => host.trim().toLowerCase());
+
+/** Networks (CIDRs or addresses, comma-separated) an outbound guard may reach besides public addresses. */
+const networkList = z
+  .string()
+  .default("")
+  .transform((list, ctx) => {
+    try {
+      return parseNetworks(list);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  });
+
+/** A master key: base64 of exactly 32 bytes. */
+const masterKey = optionalString.pipe(
+  z
+    .string()
+    .refine((value) => parseMasterKey(value) !== undefined, "must be base64 of exactly 32 bytes")
+    .optional(),
+);
+
 /** The settings every process of the project reads the same way, this service's and the onboarding one's. */
 export const processSettings = {
   /** Unset means production: a development or test run has to say so (development relaxes the guards). */
@@ -111,31 +138,13 @@ export const configSchema = z.object({
    * Hosts push endpoints may point at, comma-separated: exact names or `*.suffix`. The worker
    * POSTs to whatever endpoint a client gives; this keeps it off internal addresses.
    */
-  PUSH_ENDPOINT_HOSTS: optionalString.pipe(
-    z
-      .string()
-      .regex(
-        /^\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*(,\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*)*$/,
-        "must be host names or *.suffix patterns, comma-separated",
-      )
-      .optional(),
-  ),
+  PUSH_ENDPOINT_HOSTS: optionalString.pipe(z.string().regex(HOST_PATTERNS, HOST_PATTERNS_MESSAGE).optional()),
   /**
    * Networks (CIDRs, comma-separated) that outbound requests to addresses tenants choose (push
    * endpoints) may reach besides public addresses; empty: none, so no loopback, private,
    * link-local, CGNAT or metadata address is ever connected to.
    */
-  OUTBOUND_ALLOWED_NETWORKS: z
-    .string()
-    .default("")
-    .transform((list, ctx) => {
-      try {
-        return parseNetworks(list);
-      } catch (err) {
-        ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
-        return z.NEVER;
-      }
-    }),
+  OUTBOUND_ALLOWED_NETWORKS: networkList,
   MAX_DELIVERY_ATTEMPTS: int(1, 50).default(5),
   RETRY_BASE_DELAY_MS: int(1, 3_600_000).default(1000),
   RETRY_MAX_DELAY_MS: int(1, 86_400_000).default(600_000),
@@ -210,12 +219,7 @@ export const configSchema = z.object({
    * which seal message content at rest. Required in production; development and test use a fixed,
    * public key when it is unset (docs/decisions/0034).
    */
-  CONTENT_MASTER_KEY: optionalString.pipe(
-    z
-      .string()
-      .refine((value) => parseMasterKey(value) !== undefined, "must be base64 of exactly 32 bytes")
-      .optional(),
-  ),
+  CONTENT_MASTER_KEY: masterKey,
   /** The name stored with each data key wrapped by CONTENT_MASTER_KEY, so a later key can be told apart. */
   CONTENT_MASTER_KEY_ID: z
     .string()
@@ -245,46 +249,20 @@ export const configSchema = z.object({
    * Required in production; development and test use a fixed, public key when it is unset
    * (docs/decisions/0035).
    */
-  WEBHOOK_SECRET_KEY: optionalString.pipe(
-    z
-      .string()
-      .refine((value) => parseMasterKey(value) !== undefined, "must be base64 of exactly 32 bytes")
-      .optional(),
-  ),
-  /**
-   * Hosts a webhook endpoint may reach over plain `http://`, comma-separated: exact names, `host:port`
-   * or `*.suffix`; unset: none (HTTPS only). Private addresses also need WEBHOOK_ALLOWED_NETWORKS.
-   */
+  WEBHOOK_SECRET_KEY: masterKey,
   /**
    * Networks (CIDRs, comma-separated) that webhook endpoints may reach besides public addresses;
    * empty: none. Separate from OUTBOUND_ALLOWED_NETWORKS (push): every organization chooses its
    * webhook URLs, so a network opened for a push gateway is not opened to them.
    */
-  WEBHOOK_ALLOWED_NETWORKS: z
-    .string()
-    .default("")
-    .transform((list, ctx) => {
-      try {
-        return parseNetworks(list);
-      } catch (err) {
-        ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
-        return z.NEVER;
-      }
-    }),
-  WEBHOOK_ALLOWED_HOSTS: z
-    .string()
-    .default("")
-    .pipe(
-      z
-        .string()
-        .regex(
-          /^(\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*(,\s*(\*\.)?[A-Za-z0-9.-]+(:\d+)?\s*)*)?$/,
-          "must be host names or *.suffix patterns, comma-separated",
-        ),
-    )
-    .transform((list): readonly string[] =>
-      list.trim() === "" ? [] : list.split(",").map((host) => host.trim().toLowerCase()),
-    ),
+  WEBHOOK_ALLOWED_NETWORKS: networkList,
+  /**
+   * Hosts a webhook endpoint may reach over plain `http://`, comma-separated: exact names, `host:port`
+   * or `*.suffix`; unset: none (HTTPS only). Private addresses also need WEBHOOK_ALLOWED_NETWORKS.
+   */
+  WEBHOOK_ALLOWED_HOSTS: optionalString
+    .pipe(z.string().regex(HOST_PATTERNS, HOST_PATTERNS_MESSAGE).optional())
+    .transform((list): readonly string[] => (list ? hostList(list) : [])),
 });
 
 type Parsed = z.infer<typeof configSchema>;
@@ -365,7 +343,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // webpush sends, so it keeps to the browsers' push services unless told otherwise, in every
     // environment; the simulator sends nothing (outside production, any host).
     PUSH_ENDPOINT_HOSTS: c.PUSH_ENDPOINT_HOSTS
-      ? c.PUSH_ENDPOINT_HOSTS.split(",").map((host) => host.trim().toLowerCase())
+      ? hostList(c.PUSH_ENDPOINT_HOSTS)
       : production || pushProvider === "webpush"
         ? BROWSER_PUSH_SERVICES
         : null,
