@@ -173,29 +173,14 @@ function withContentColumns(row: MessageRow, sealed: boolean): RecordColumns {
 }
 
 function withoutContentColumns(row: MessageRow): RecordColumns {
-  return {
-    message_id: row.messageId,
-    organization_id: row.organizationId,
-    product_id: row.productId,
-    channel: row.channel,
-    status: row.status,
-    priority: row.priority,
-    notification_type: row.notificationType,
-    recipient: null,
-    sender: row.sender,
-    body: null,
-    subject: null,
-    template_fields: null,
-    retry_enabled: row.retryEnabled,
-    retry_count: row.retryCount,
-    version: row.version,
-    next_attempt_at: row.nextAttemptAt,
-    delivery_time: row.deliveryTime,
-    created_at: row.createdAt,
-    updated_at: row.updatedAt,
-    content_enc: null,
-    recipient_keys: null,
-  };
+  // The same columns, the content ones blanked (assigned after: V8 builds a literal that starts
+  // with a spread slowly, bench/micro/object-spread.ts).
+  const columns = withContentColumns(row, false);
+  columns.recipient = null;
+  columns.body = null;
+  columns.subject = null;
+  columns.template_fields = null;
+  return columns;
 }
 
 const date = (epochMs: number | null) => (epochMs === null ? null : new Date(epochMs));
