@@ -94,6 +94,20 @@ export function errorResponses(...groups: ErrorDescriptions[]) {
   return responses;
 }
 
+/**
+ * The error responses of an API-key route naming one resource by its UUID `id`: `noun` is what
+ * the 404 says is missing (another organization's looks the same); `others` add to them or say more.
+ */
+export function oneByIdErrors(noun: string, ...others: ErrorDescriptions[]) {
+  return errorResponses(
+    { 400: "`id` is not a UUID" },
+    API_KEY_ERRORS,
+    { 404: `No such ${noun} in the key's organization (another organization's looks the same)` },
+    SERVER_ERRORS,
+    ...others,
+  );
+}
+
 /** `content` of a JSON request body or response. */
 export function jsonContent(schema: z.ZodType) {
   return { "application/json": { schema } };

@@ -6,6 +6,7 @@ import {
   type ErrorStatus,
   errorResponses,
   JSON_BODY_ERRORS,
+  oneByIdErrors,
   SERVER_ERRORS,
 } from "../../../http/openapi.js";
 import type { Sender } from "../../../store/senders.js";
@@ -75,13 +76,7 @@ export function noSuchSender(): ApiError {
 
 /** The error responses of a route naming one sender; `others` add to them or say more. */
 export function oneSenderErrors(...others: Partial<Record<ErrorStatus, string>>[]) {
-  return errorResponses(
-    { 400: "`id` is not a UUID" },
-    API_KEY_ERRORS,
-    { 404: "No such sender in the key's organization (another organization's looks the same)" },
-    SERVER_ERRORS,
-    ...others,
-  );
+  return oneByIdErrors("sender", ...others);
 }
 
 /** The error responses of a route registering a sender. */

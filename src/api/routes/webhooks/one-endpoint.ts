@@ -1,13 +1,7 @@
 import { z } from "zod";
 import { MAX_WEBHOOK_URL_LENGTH, WEBHOOK_EVENT_TYPES, webhookUrlProblem } from "../../../domain/webhooks.js";
 import { ApiError } from "../../../http/errors.js";
-import {
-  API_KEY_ERRORS,
-  type ErrorStatus,
-  errorResponses,
-  JSON_BODY_ERRORS,
-  SERVER_ERRORS,
-} from "../../../http/openapi.js";
+import { type ErrorStatus, JSON_BODY_ERRORS, oneByIdErrors } from "../../../http/openapi.js";
 import type { WebhookDeps } from "../../../messages/webhooks.js";
 import type { StoredWebhookEndpoint, WebhookAttempt } from "../../../store/webhooks.js";
 import type { AppDeps } from "../../types.js";
@@ -154,13 +148,7 @@ export function noSuchEndpoint(): ApiError {
 
 /** The error responses of a route naming one endpoint; `others` add to them or say more. */
 export function oneEndpointErrors(...others: Partial<Record<ErrorStatus, string>>[]) {
-  return errorResponses(
-    { 400: "`id` is not a UUID" },
-    API_KEY_ERRORS,
-    { 404: "No such endpoint in the key's organization (another organization's looks the same)" },
-    SERVER_ERRORS,
-    ...others,
-  );
+  return oneByIdErrors("endpoint", ...others);
 }
 
 export const BODY_ERRORS = {
