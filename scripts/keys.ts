@@ -1,5 +1,4 @@
 import { createDatabase } from "../db/client.js";
-import { configSchema } from "../src/runtime/config.js";
 import {
   type ApiKeyInfo,
   findOrganization,
@@ -8,6 +7,7 @@ import {
   listApiKeys,
   revokeApiKey,
 } from "../src/store/organizations.js";
+import { Refused, runCommand, UsageError } from "./cli.js";
 
 /**
  * `npm run keys -- <command>`: API key administration (production: `node dist/scripts/keys.js`).
@@ -26,9 +26,6 @@ const USAGE = `usage:
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PREFIX = /^ntf_[A-Za-z0-9_-]{4,8}$/; // 8 since keys show 12 characters; 4 for older keys
 const RAW_KEY = /^ntf_[A-Za-z0-9_-]{43}$/;
-
-class UsageError extends Error {}
-class Refused extends Error {}
 
 function describe(key: ApiKeyInfo): string {
   const state = key.revokedAt ? `revoked ${key.revokedAt.toISOString()}` : "live";
@@ -118,18 +115,4 @@ async function run(args: string[], databaseUrl: string): Promise<void> {
   }
 }
 
-const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
-run(process.argv.slice(2), DATABASE_URL).catch((error: unknown) => {
-  if (error instanceof UsageError) {
-    console.error(`${error.message}\n${USAGE}`);
-    process.exitCode = 2;
-  } else if (error instanceof Refused) {
-    console.error(error.message);
-    process.exitCode = 1;
-  } else {
-    // A database error's own message, not drizzle's wrapper (which repeats the query and its parameters).
-    const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-    console.error("keys: failed:", cause instanceof Error ? cause.message : cause);
-    process.exitCode = 1;
-  }
-});
+runCommand("keys", USAGE, run);

@@ -1,5 +1,4 @@
 import { createDatabase } from "../db/client.js";
-import { configSchema } from "../src/runtime/config.js";
 import { findOrganization } from "../src/store/organizations.js";
 import {
   deleteSender,
@@ -9,6 +8,7 @@ import {
   markVerified,
   type Sender,
 } from "../src/store/senders.js";
+import { Refused, runCommand, UsageError } from "./cli.js";
 
 /**
  * `npm run senders -- <command>`: the operator's review of SMS sender ids (production:
@@ -32,9 +32,6 @@ const USAGE = `usage:
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const COMMANDS = ["pending", "approve", "reject", "list"] as const;
-
-class UsageError extends Error {}
-class Refused extends Error {}
 
 function describe(sender: Sender): string {
   const verified = sender.verifiedAt ? ` ${sender.verifiedAt.toISOString()}` : "";
@@ -98,17 +95,4 @@ async function run(args: string[], databaseUrl: string): Promise<void> {
   }
 }
 
-const { DATABASE_URL } = configSchema.pick({ DATABASE_URL: true }).parse(process.env);
-run(process.argv.slice(2), DATABASE_URL).catch((error: unknown) => {
-  if (error instanceof UsageError) {
-    console.error(`${error.message}\n${USAGE}`);
-    process.exitCode = 2;
-  } else if (error instanceof Refused) {
-    console.error(error.message);
-    process.exitCode = 1;
-  } else {
-    const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-    console.error("senders: failed:", cause instanceof Error ? cause.message : cause);
-    process.exitCode = 1;
-  }
-});
+runCommand("senders", USAGE, run);
