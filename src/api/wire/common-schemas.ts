@@ -34,3 +34,15 @@ export const dryRunQuery = z
   .optional()
   .transform((v) => v === "true")
   .meta({ description: "`true`: validate everything (the key included), store and send nothing" });
+
+/** A listing's `limit`: an integer from 1 to `max`, `fallback` when absent. */
+export function pageLimit(max: number, fallback: number, description: string) {
+  const error = `must be an integer from 1 to ${max}`;
+  return z.coerce
+    .number({ error })
+    .int(error)
+    .min(1, error)
+    .max(max, error)
+    .default(fallback)
+    .meta({ description });
+}

@@ -4,6 +4,7 @@ import { CHANNELS, STATUSES } from "../../../domain/events.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
 import { defineRoute } from "../../types.js";
+import { pageLimit } from "../../wire/common-schemas.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
 
 const dateTime = z.iso
@@ -13,21 +14,13 @@ const dateTime = z.iso
   })
   .transform((value) => new Date(value));
 
-const LIMIT_ERROR = "must be an integer from 1 to 100";
-
 // Strict: a misspelt filter would otherwise widen the result silently.
 const query = z.strictObject({
   status: z.enum(STATUSES, { error: `must be one of: ${STATUSES.join(", ")}` }).optional(),
   channel: z.enum(CHANNELS, { error: `must be one of: ${CHANNELS.join(", ")}` }).optional(),
   created_after: dateTime.optional().meta({ description: "Only messages created after this instant" }),
   created_before: dateTime.optional().meta({ description: "Only messages created before this instant" }),
-  limit: z.coerce
-    .number({ error: LIMIT_ERROR })
-    .int(LIMIT_ERROR)
-    .min(1, LIMIT_ERROR)
-    .max(100, LIMIT_ERROR)
-    .default(20)
-    .meta({ description: "Messages per page" }),
+  limit: pageLimit(100, 20, "Messages per page"),
   cursor: z
     .string()
     .transform((value, ctx) => {

@@ -8,18 +8,11 @@ import {
 import * as templateStore from "../../../channels/email/templates/store.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { defineRoute } from "../../types.js";
-
-const LIMIT_ERROR = "must be an integer from 1 to 1000";
+import { pageLimit } from "../../wire/common-schemas.js";
 
 // Strict, as the messages listing: a misspelt parameter is a 400, not silently ignored.
 const query = z.strictObject({
-  limit: z.coerce
-    .number({ error: LIMIT_ERROR })
-    .int(LIMIT_ERROR)
-    .min(1, LIMIT_ERROR)
-    .max(1000, LIMIT_ERROR)
-    .default(100)
-    .meta({ description: "Templates per page" }),
+  limit: pageLimit(1000, 100, "Templates per page"),
   cursor: z
     .string()
     .transform((value, ctx) => {

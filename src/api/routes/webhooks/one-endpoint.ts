@@ -5,7 +5,7 @@ import { type ErrorStatus, JSON_BODY_ERRORS, oneByIdErrors } from "../../../http
 import type { WebhookDeps } from "../../../messages/webhooks.js";
 import type { StoredWebhookEndpoint, WebhookAttempt } from "../../../store/webhooks.js";
 import type { AppDeps } from "../../types.js";
-import { uuidParam } from "../../wire/common-schemas.js";
+import { pageLimit, uuidParam } from "../../wire/common-schemas.js";
 
 /**
  * What the webhook endpoint routes share: the records they answer with, the `{id}` parameter,
@@ -162,15 +162,8 @@ export function webhookDeps(deps: AppDeps): WebhookDeps {
 }
 
 /** The query of a paginated list: `limit` and the previous page's `next_cursor`. */
-const LIMIT_ERROR = "must be an integer from 1 to 100";
 export const pageQuery = z.strictObject({
-  limit: z.coerce
-    .number({ error: LIMIT_ERROR })
-    .int(LIMIT_ERROR)
-    .min(1, LIMIT_ERROR)
-    .max(100, LIMIT_ERROR)
-    .default(20)
-    .meta({ description: "Items per page" }),
+  limit: pageLimit(100, 20, "Items per page"),
   cursor: z
     .string()
     .regex(
