@@ -288,10 +288,45 @@ export const webhookEndpoints = pgTable(
     secretSealed: bytea("secret_sealed").notNull(),
     previousSecretSealed: bytea("previous_secret_sealed"),
     previousSecretExpiresAt: timestamptz("previous_secret_expires_at"),
+    /** Since when every attempt failed (null after a success): 5 days of it disable the endpoint. */
+    failingSince: timestamptz("failing_since"),
     createdAt: timestamptz("created_at").notNull(),
     updatedAt: timestamptz("updated_at").notNull(),
   },
   (t) => [index("webhook_endpoints_organization_idx").on(t.organizationId, t.id)],
+);
+
+/**
+ * The webhook deliveries still to be made: one row per (message event, endpoint subscribed to it
+ * when the event was committed), written by a trigger on `message_events` in the event's own
+ * transaction (migration 0011, docs/decisions/0036), so no committed event is lost on its way
+ * out. A row leaves the table when its event reached the endpoint or was given up; its attempts
+ * stay in `webhook_attempts`.
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    endpointId: uuid("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    organizationId: uuid("organization_id").notNull(),
+    /** The event: `message_events (message_id, seq)`. */
+    messageId: uuid("message_id").notNull(),
+    seq: integer("seq").notNull(),
+    /** `message.accepted`, `message.succeeded`, … (src/domain/webhooks.ts). */
+    eventType: text("event_type").notNull(),
+    /** The event's `occurred_at`: the lag to the endpoint's 2xx is measured from it. */
+    eventAt: timestamptz("event_at").notNull(),
+    /** Attempts made so far. */
+    attempts: integer("attempts").notNull().default(0),
+    /** When it may be tried next; while an attempt is under way, when that attempt's lease ends. */
+    nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
+  },
+  (t) => [
+    unique("webhook_deliveries_event_unique").on(t.endpointId, t.messageId, t.seq),
+    index("webhook_deliveries_due_idx").on(t.endpointId, t.nextAttemptAt, t.id),
+  ],
 );
 
 /** Each POST to an endpoint: what was sent (the event's id and type) and what came of it. */
@@ -314,6 +349,8 @@ export const webhookAttempts = pgTable(
     errorClass: text("error_class"),
     errorCode: text("error_code"),
     nextRetryAt: timestamptz("next_retry_at"),
+    /** True on the last attempt of an event that was given up (retries spent, or the endpoint gone). */
+    gaveUp: boolean("gave_up").notNull().default(false),
   },
   (t) => [index("webhook_attempts_endpoint_idx").on(t.endpointId, t.id)],
 );

@@ -1,6 +1,9 @@
+import type { Channel, MessageEvent, Status } from "./events.js";
+import type { PriorityTier } from "./priority.js";
+
 /**
- * Status webhooks (issue 16, docs/decisions/0035): what an endpoint may subscribe to and where it
- * may point. Pure.
+ * Status webhooks (issue 16, docs/decisions/0035 and 0036): what an endpoint may subscribe to,
+ * where it may point, and what a message event's webhook says. Pure.
  */
 
 /** The events an endpoint may subscribe to (sent once the fan-out of message events lands). */
@@ -12,6 +15,129 @@ export const WEBHOOK_EVENT_TYPES = [
   "message.rejected",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/**
+ * The webhook event a message event is sent as; undefined for the events not sent (an attempt
+ * starting). Migration 0012's trigger, which fans events out to endpoints, maps them the same
+ * way: change both (a test checks they agree).
+ */
+export function webhookEventTypeOf(event: MessageEvent): WebhookEventType | undefined {
+  switch (event.type) {
+    case "accepted":
+      return "message.accepted";
+    case "success":
+      return "message.succeeded";
+    case "failed":
+      return "message.failed";
+    case "rejected":
+      return "message.rejected";
+    case "pending":
+      return event.data.kind === "retry_scheduled" ? "message.retry_scheduled" : undefined;
+  }
+}
+
+/**
+ * The `webhook-id` of a message event: the same for every attempt and every re-send (recover), so
+ * a receiver can drop duplicates by it.
+ */
+export function webhookEventId(messageId: string, seq: number): string {
+  return `evt_${messageId}_${seq}`;
+}
+
+/**
+ * The body of a message event's webhook: `{ type, timestamp, data }`. No message text and no
+ * recipient (they may be personal data, and the client has them). `seq` orders one message's
+ * events: a receiver keeps the highest it saw and drops older ones that arrive late.
+ */
+export interface MessageWebhookBody {
+  type: WebhookEventType;
+  /** The event's `occurred_at` (ISO 8601, UTC). */
+  timestamp: string;
+  data: {
+    message_id: string;
+    organization_id: string;
+    channel: Channel;
+    /** The message's status after this event. */
+    status: Status;
+    retry_count: number;
+    seq: number;
+    priority: PriorityTier;
+    notification_type: string | null;
+    /** Which provider accepted it (`message.succeeded`), else null. */
+    provider: string | null;
+    provider_message_id: string | null;
+    /** `message.failed` / `message.rejected`: why (`FAILED_REASONS`, `REJECTED_REASONS`); else null. */
+    reason: string | null;
+    /** The delivery error of a failed attempt (`message.retry_scheduled`, `.failed`, `.rejected`), where there is one. */
+    error: { class: string; code: string } | null;
+    /** `message.retry_scheduled`: when the next attempt is due; else null. */
+    next_attempt_at: string | null;
+  };
+}
+
+/** What of the message a body needs besides its event: the clear columns of its record. */
+export interface MessageFacts {
+  messageId: string;
+  organizationId: string;
+  channel: Channel;
+  priority: PriorityTier;
+  notificationType: string | null;
+}
+
+/** A message event's webhook body; undefined for an event that is not sent. */
+export function messageWebhookBody(
+  message: MessageFacts,
+  event: MessageEvent & { seq: number },
+): MessageWebhookBody | undefined {
+  const type = webhookEventTypeOf(event);
+  if (!type) return undefined;
+  const data = event.data as {
+    provider?: string;
+    providerMessageId?: string;
+    reason?: string;
+    error?: { class: string; code: string };
+    retryAt?: string;
+  };
+  return {
+    type,
+    timestamp: event.occurredAt,
+    data: {
+      message_id: message.messageId,
+      organization_id: message.organizationId,
+      channel: message.channel,
+      status: event.type,
+      retry_count: event.retryCount,
+      seq: event.seq,
+      priority: message.priority,
+      notification_type: message.notificationType,
+      provider: data.provider ?? null,
+      provider_message_id: data.providerMessageId ?? null,
+      reason: data.reason ?? null,
+      error: data.error ? { class: data.error.class, code: data.error.code } : null,
+      next_attempt_at: data.retryAt ?? null,
+    },
+  };
+}
+
+/**
+ * When a delivery that failed its `attempts`-th attempt is tried again, before jitter: the
+ * schedule of the issue (the first attempt is immediate), or undefined when it is given up.
+ */
+export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
+  5_000,
+  5 * 60_000,
+  30 * 60_000,
+  2 * 3_600_000,
+  5 * 3_600_000,
+  10 * 3_600_000,
+  10 * 3_600_000,
+];
+
+/** An endpoint that has failed every attempt for this long is disabled. */
+export const WEBHOOK_FAILING_DISABLE_MS = 5 * 24 * 3_600_000;
+
+/** The time-out of one POST to an endpoint. */
+export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 10_000;
 
 /** The event `POST …/{id}/test` sends, whatever the endpoint subscribes to. */
 export const WEBHOOK_TEST_EVENT = "webhook.test";

@@ -56,6 +56,7 @@ export async function createWebhookEndpoint(
     secretSealed: deps.secrets.seal(id, secret),
     previousSecretSealed: null,
     previousSecretExpiresAt: null,
+    failingSince: null,
     createdAt: now,
     updatedAt: now,
   });
@@ -192,6 +193,7 @@ export async function deliverWebhookEvent(
     durationMs: Math.round(performance.now() - started),
     ...outcome,
     nextRetryAt: null,
+    gaveUp: false,
   });
 }
 
