@@ -18,7 +18,7 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
  * The webhook event a message event is sent as; undefined for the events not sent (an attempt
- * starting). Migration 0012's trigger, which fans events out to endpoints, maps them the same
+ * starting). Migration 0012's SQL function `webhook_event_type` (the fan-out trigger and recover use it) maps them the same
  * way: change both (a test checks they agree).
  */
 export function webhookEventTypeOf(event: MessageEvent): WebhookEventType | undefined {
