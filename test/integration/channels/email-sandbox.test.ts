@@ -303,6 +303,42 @@ describe("RenderSandbox: fair between organizations (decision 0029)", () => {
     );
   });
 
+  it("a running render whose caller gave up is ended with its thread, which is replaced at once; the next organization's render does not wait for the deadline", async () => {
+    // A deadline far past the test's own timeout: only ending the thread lets B's render run.
+    const s = sandbox({ deadlineMs: 600_000, threads: 1 });
+    await s.render(ORDINARY, ordinary("warm"));
+    const order: string[] = [];
+    const caller = new AbortController();
+    const slow = track(order, "A", s.render(ENDLESS, endless, { ...A, signal: caller.signal }));
+    const quick = track(order, "B", s.render(ORDINARY, ordinary("Bea"), B));
+    // A's render is on the one thread; B's waits for it.
+    expect(s.stats).toMatchObject({ renders: 2, waiting: 1, threadsStarted: 1 });
+
+    caller.abort();
+    await expect(slow).rejects.toThrow(RenderAbandonedError);
+    await expect(slow).rejects.toThrow(/given up while it ran/);
+    // Ended and replaced at once, not at the deadline.
+    expect(s.stats).toMatchObject({ cancelled: 1, abandoned: 0, timeouts: 0, threadsStarted: 2 });
+
+    expect(await quick).toMatchObject({ html: "<p>Hello Bea</p>" });
+    expect(order).toEqual(["A", "B"]);
+    expect(s.stats).toMatchObject({ renders: 3, cancelled: 1, timeouts: 0, threadsStarted: 2, waiting: 0 });
+    // The thread's replacement goes on serving A too.
+    expect(await s.render(ORDINARY, ordinary("Ada"), A)).toMatchObject({ html: "<p>Hello Ada</p>" });
+  });
+
+  it("a running render that finished before its caller gave up is not ended: aborting later changes nothing", async () => {
+    const s = sandbox({ threads: 1 });
+    const caller = new AbortController();
+    expect(await s.render(ORDINARY, ordinary("Ada"), { ...A, signal: caller.signal })).toMatchObject({
+      html: "<p>Hello Ada</p>",
+    });
+    caller.abort();
+    expect(s.stats).toMatchObject({ cancelled: 0, abandoned: 0, threadsStarted: 1 });
+    expect(await s.render(ORDINARY, ordinary("Bea"), B)).toMatchObject({ html: "<p>Hello Bea</p>" });
+    expect(s.stats.threadsStarted).toBe(1);
+  });
+
   it("an organization whose renders take long is refused when its wait would pass the caller's maxWaitMs", async () => {
     const s = sandbox({ deadlineMs: 400, threads: 2 });
     await s.render(ORDINARY, ordinary("warm"), A);

@@ -48,7 +48,7 @@ export class RenderBusyError extends Error {
   }
 }
 
-/** The caller gave up (its signal aborted) before the render left the queue: it never ran. */
+/** The caller gave up (its signal aborted): the render never ran, or was ended while it ran. */
 export class RenderAbandonedError extends Error {
   override readonly name = "RenderAbandonedError";
 }

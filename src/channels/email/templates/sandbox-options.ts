@@ -21,7 +21,10 @@ export interface RenderSandboxOptions {
 export interface RenderOptions {
   /** Whose render it is: renders take turns by organization. Default: one shared anonymous owner. */
   organizationId?: string;
-  /** Aborted: the caller has given up; a render still waiting is dropped and never runs. */
+  /**
+   * Aborted: the caller has given up; a render still waiting is dropped and never runs, one
+   * running is ended with its thread (which is replaced).
+   */
   signal?: AbortSignal;
   /**
    * The longest the caller will wait for a thread. When the organization's renders ahead of this
@@ -45,6 +48,8 @@ export interface RenderSandboxStats {
   refused: number;
   /** Renders dropped from the queue because their caller gave up. */
   abandoned: number;
+  /** Renders ended on their thread (the thread replaced) because their caller gave up. */
+  cancelled: number;
   /** Renders waiting for a thread now. */
   waiting: number;
 }

@@ -57,7 +57,7 @@ interface RenderThread {
  * finds a thread within one render's time of a thread being free (with two threads, at once while
  * a single organization is slow). An organization's queue is capped; over it, or when the caller
  * could not wait that long, the render is refused at once ({@link RenderBusyError}); a render
- * whose caller has given up is dropped from its queue.
+ * whose caller has given up is dropped from its queue, or, already running, ended with its thread.
  */
 export class RenderSandbox {
   readonly #stats: RenderSandboxStats = {
@@ -67,6 +67,7 @@ export class RenderSandbox {
     threadsStarted: 0,
     refused: 0,
     abandoned: 0,
+    cancelled: 0,
     waiting: 0,
   };
   #deadlineMs: number;
@@ -115,7 +116,8 @@ export class RenderSandbox {
    *   of time or memory.
    * @throws {RenderBusyError} at once, when the organization has too many renders waiting, or its
    *   wait would be longer than `maxWaitMs`: worth trying again later.
-   * @throws {RenderAbandonedError} when `signal` aborts before the render leaves the queue.
+   * @throws {RenderAbandonedError} when `signal` aborts before the render has finished (a running
+   *   render is ended with its thread).
    * @throws {Error} when the thread cannot start: nothing to do with the template, so worth
    *   trying again later.
    */
@@ -201,11 +203,27 @@ export class RenderSandbox {
     });
   }
 
-  /** The caller gave up: a render still waiting leaves its queue; one running finishes. */
+  /**
+   * The caller gave up: a render still waiting leaves its queue; one running ends with its thread,
+   * which is replaced as after a deadline (held by the organization until ready), so nobody's
+   * render waits for work whose answer nobody will read.
+   */
   #abandon(render: Queued): void {
-    if (!this.#turns.remove(render)) return;
-    this.#stats.abandoned++;
-    render.reject(abandoned(render.name));
+    if (this.#turns.remove(render)) {
+      this.#stats.abandoned++;
+      render.reject(abandoned(render.name));
+    } else {
+      const thread = this.#threads.find((candidate) => candidate?.running?.render === render);
+      if (!thread) return;
+      this.#end(thread);
+      this.#stats.cancelled++;
+      // Cut short, its time says nothing of what the organization's renders cost.
+      this.#finish(thread, { timed: false });
+      this.#replace(thread, render.organization);
+      render.reject(
+        new RenderAbandonedError(`Template ${JSON.stringify(render.name)}: the render was given up while it ran`),
+      );
+    }
     this.#next();
   }
 
@@ -385,14 +403,14 @@ export class RenderSandbox {
     thread.worker.terminate().catch(() => undefined);
   }
 
-  /** The thread's render is over: counted, timed, and its organization's place freed. */
-  #finish(thread: RenderThread): Queued | undefined {
+  /** The thread's render is over: counted, timed (unless cut short by its caller), and its organization's place freed. */
+  #finish(thread: RenderThread, { timed } = { timed: true }): Queued | undefined {
     const running = thread.running;
     thread.running = undefined;
     if (!running) return undefined;
     clearTimeout(running.deadline);
     const { render } = running;
-    this.#turns.remember(render.organization.id, performance.now() - running.startedAt);
+    if (timed) this.#turns.remember(render.organization.id, performance.now() - running.startedAt);
     this.#settled(render);
     return render;
   }
