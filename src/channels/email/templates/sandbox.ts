@@ -221,7 +221,9 @@ export class RenderSandbox {
       this.#finish(thread, { timed: false });
       this.#replace(thread, render.organization);
       render.reject(
-        new RenderAbandonedError(`Template ${JSON.stringify(render.name)}: the render was given up while it ran`),
+        new RenderAbandonedError(
+          `Template ${JSON.stringify(render.name)}: the render was given up while it ran`,
+        ),
       );
     }
     this.#next();
