@@ -24,11 +24,23 @@ export type CommitResult =
   | { outcome: "replayed"; messageId: string }
   | { outcome: "idempotency_conflict" };
 
+/** A message sealed for the batch: `dataKeyId` is the data key its content is sealed under. */
+export interface SealedAccept extends PendingAccept {
+  dataKeyId: string;
+}
+
+/**
+ * What the batch did with a sealed message: committed it (or answered it from its key), or wrote
+ * nothing of it because the data key it was sealed under had been destroyed (an erasure in
+ * another process, whose key this process still had cached): to be sealed again under a live key.
+ */
+export type SealedCommitResult = CommitResult | { outcome: "data_key_destroyed"; dataKeyId: string };
+
 /**
  * A request's answer, or the error it alone gets: a batch committed, yet the read some of its
  * requests need (what their held Idempotency-Key recorded) failed.
  */
-type Answer = CommitResult | { outcome: "unanswered"; error: unknown };
+type Answer = SealedCommitResult | { outcome: "unanswered"; error: unknown };
 
 interface HeldKey {
   requestHash: string;
@@ -53,19 +65,38 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
 /**
  * One batch of accepts: `$1` the events with what the statement needs besides (JSON text), `$2`
  * how long a key is held (ms), `$3` the records without their sealed content, which they take
- * from their event's row (JSON text), `$4` the queue prefix. Claims the
- * idempotency keys, then appends the accepted messages' events through the event store's insert,
- * their records through the records' insert, and their outbox rows; returns the accepted ids.
+ * from their event's row (JSON text), `$4` the queue prefix, `$5` the data keys the batch's
+ * contents are sealed under. Takes only the messages whose data key is still live, then claims
+ * their idempotency keys, appends the accepted messages' events through the event store's
+ * insert, their records through the records' insert, and their outbox rows; returns the accepted
+ * ids (`accepted` true) and those not written because their data key was destroyed (false).
+ *
+ * The live keys are locked FOR SHARE, in id order (so two batches never wait on each other in a
+ * cycle), until the statement commits: an erasure's UPDATE of a key waits for the batches that
+ * locked it, so their messages were committed before the erasure and are erased with the rest;
+ * a batch that comes to a key an erasure has updated waits for the erasure to commit, then reads
+ * the key's new version (READ COMMITTED re-checks a locked row), finds it destroyed, and writes
+ * none of its messages. No message is ever committed after an erasure under the key it destroyed
+ * (docs/decisions/0034).
  */
 const ACCEPT = `
   with input as (
     select * from json_to_recordset($1::json) as t(${EVENT_INPUT},
-      queue_priority smallint, idempotency_key text, request_hash text, ord integer)
+      queue_priority smallint, idempotency_key text, request_hash text, ord integer, data_key_id uuid)
+  ),
+  live_keys as (
+    select id from organization_data_keys
+    where id = any($5::uuid[]) and wrapped_key is not null
+    order by id
+    for share
+  ),
+  sealed as (
+    select * from input where data_key_id in (select id from live_keys)
   ),
   claimed as (
     insert into idempotency_keys as k (organization_id, key, request_hash, message_id, created_at)
     select organization_id, idempotency_key, request_hash, message_id, occurred_at
-    from input where idempotency_key is not null order by ord
+    from sealed where idempotency_key is not null order by ord
     on conflict (organization_id, key) do update
       set request_hash = excluded.request_hash, message_id = excluded.message_id,
           created_at = excluded.created_at
@@ -74,7 +105,7 @@ const ACCEPT = `
     returning k.message_id
   ),
   accepted as (
-    select * from input
+    select * from sealed
     where idempotency_key is null or message_id in (select message_id from claimed)
   ),
   events as (${insertEventsFrom("accepted")}),
@@ -83,7 +114,9 @@ const ACCEPT = `
     insert into delivery_outbox (message_id, queue_prefix, priority)
     select message_id, $4, queue_priority from accepted
   )
-  select message_id from accepted`;
+  select message_id, true as accepted from accepted
+  union all
+  select message_id, false from input where data_key_id not in (select id from live_keys)`;
 
 /**
  * Groups concurrent accepts into one statement: every request that arrives while the event loop
@@ -99,13 +132,13 @@ export class AcceptBatcher {
   readonly #sql: SqlClient;
   readonly #queuePrefix: string;
   readonly #windowMs: number;
-  readonly #commit: (item: PendingAccept) => Promise<Answer>;
+  readonly #commit: (item: SealedAccept) => Promise<Answer>;
 
   constructor(sql: SqlClient, options: AcceptBatcherOptions) {
     this.#sql = sql;
     this.#queuePrefix = options.queuePrefix;
     this.#windowMs = options.idempotencyWindowMs ?? IDEMPOTENCY_WINDOW_MS;
-    this.#commit = microBatch((items: PendingAccept[]) => this.#write(items), {
+    this.#commit = microBatch((items: SealedAccept[]) => this.#write(items), {
       maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
       maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
       retryOneByOne: (error) => !isDatabaseUnavailable(error),
@@ -114,8 +147,11 @@ export class AcceptBatcher {
     });
   }
 
-  /** Resolves once the message is committed (or the idempotency key answered for it). */
-  async commit(item: PendingAccept): Promise<CommitResult> {
+  /**
+   * Resolves once the message is committed (or the idempotency key answered for it), or once the
+   * batch found its data key destroyed (nothing of it written).
+   */
+  async commit(item: SealedAccept): Promise<SealedCommitResult> {
     const answer = await this.#commit(item);
     if (answer.outcome === "unanswered") throw answer.error;
     return answer;
@@ -126,7 +162,7 @@ export class AcceptBatcher {
    * statement fails, so a batch that throws wrote nothing (unless the connection died after the
    * commit, before its answer arrived: a 503 for committed messages, as for any lost reply).
    */
-  async #write(items: PendingAccept[]): Promise<Answer[]> {
+  async #write(items: SealedAccept[]): Promise<Answer[]> {
     // Two requests of one batch with the same key: the first claims it, the others are answered
     // from the first's result, exactly as if they had come one after the other.
     const leaders = new Map<string, number>();
@@ -151,26 +187,33 @@ export class AcceptBatcher {
     const events: EventInsert[] = [];
     const input: Array<ReturnType<typeof acceptInput>> = [];
     const records: RecordColumns[] = [];
+    const dataKeyIds = new Set<string>();
     written.forEach(({ item }, ord) => {
       eventRows({ id: item.row.messageId, organizationId: item.row.organizationId }, 0, [item.event], events);
       input.push(acceptInput(item, ord, events[ord] as EventInsert));
       records.push(recordColumnsBesideEvent(item.row));
+      dataKeyIds.add(item.dataKeyId);
     });
-    const accepted = await runStatement<Array<{ message_id: string }>>(this.#sql, ACCEPT, [
+    const outcomes = await runStatement<Array<{ message_id: string; accepted: boolean }>>(this.#sql, ACCEPT, [
       JSON.stringify(input),
       this.#windowMs,
       JSON.stringify(records),
       this.#queuePrefix,
+      [...dataKeyIds],
     ]);
-    const acceptedIds = new Set(accepted.map((r) => r.message_id));
+    const acceptedIds = new Set<string>();
+    const unsealedIds = new Set<string>();
+    for (const row of outcomes) (row.accepted ? acceptedIds : unsealedIds).add(row.message_id);
 
     // Committed. From here nothing may fail the batch: its committed requests would be told
     // "failed", or run again one by one into unique violations (a 500 for a stored message).
     const results: Answer[] = new Array(items.length);
-    const unclaimed: PendingAccept[] = [];
+    const unclaimed: SealedAccept[] = [];
     for (const { item, index } of written) {
       if (acceptedIds.has(item.row.messageId))
         results[index] = { outcome: "accepted", messageId: item.row.messageId };
+      else if (unsealedIds.has(item.row.messageId))
+        results[index] = { outcome: "data_key_destroyed", dataKeyId: item.dataKeyId };
       else unclaimed.push(item);
     }
     // If this read fails, only the requests that needed it fail (nothing of theirs was written):
@@ -184,17 +227,20 @@ export class AcceptBatcher {
       if (!results[index]) results[index] = answerHeld(item);
     }
     for (const [index, leader] of followers) {
-      const first = items[leader] as PendingAccept;
+      const first = items[leader] as SealedAccept;
       const firstResult = results[leader];
-      const follower = items[index] as PendingAccept;
-      // A follower shares its leader's key: answered from the leader's new message, or from the holder.
+      const follower = items[index] as SealedAccept;
+      // A follower shares its leader's key: answered from the leader's new message, or from the
+      // holder; when the leader wrote nothing (its data key destroyed), it is sealed again too.
       results[index] =
-        firstResult?.outcome === "accepted"
-          ? answerFrom(
-              { requestHash: first.idempotency?.requestHash ?? "", messageId: firstResult.messageId },
-              follower,
-            )
-          : answerHeld(follower);
+        firstResult?.outcome === "data_key_destroyed"
+          ? { outcome: "data_key_destroyed", dataKeyId: follower.dataKeyId }
+          : firstResult?.outcome === "accepted"
+            ? answerFrom(
+                { requestHash: first.idempotency?.requestHash ?? "", messageId: firstResult.messageId },
+                follower,
+              )
+            : answerHeld(follower);
     }
     return results;
   }
@@ -241,12 +287,13 @@ function answerFrom(holder: HeldKey | undefined, item: PendingAccept): Answer {
 }
 
 /** A request's event row, with what the batch statement needs besides (last: a spread followed by more properties is slow to build). */
-function acceptInput(item: PendingAccept, ord: number, event: EventInsert) {
+function acceptInput(item: SealedAccept, ord: number, event: EventInsert) {
   return {
     queue_priority: item.queuePriority,
     idempotency_key: item.idempotency?.key ?? null,
     request_hash: item.idempotency?.requestHash ?? null,
     ord,
+    data_key_id: item.dataKeyId,
     ...event,
   };
 }

@@ -131,7 +131,11 @@ function aad(header: Buffer, organizationId: string, messageId: string): Buffer 
  * A content just sealed, with a keyed digest under the same key, for what must be compared
  * without being readable (the request hash an `Idempotency-Key` holds).
  */
-export type SealedContent = StoredContent & { requestKey: (requestHash: string) => string };
+export type SealedContent = StoredContent & {
+  /** The data key it is sealed under. */
+  keyId: string;
+  requestKey: (requestHash: string) => string;
+};
 
 /** Seals contents with their organizations' keys and opens them again. */
 export class ContentVault {
@@ -190,6 +194,7 @@ export class ContentVault {
       clear: result.clear,
       sealed: result.sealed,
       recipientKeys: result.recipientKeys,
+      keyId: key.id,
       requestKey: (requestHash: string) => blindIndex(key.indexKey, `request|${requestHash}`),
     };
   }

@@ -25,7 +25,8 @@ export interface DataKey {
 export interface DataKeysOptions {
   /**
    * How long an unwrapped key, or the fact that a key is gone, is kept in the process. A key
-   * destroyed by another process still opens content here until then (docs/decisions/0034).
+   * destroyed by another process still opens content here until then (docs/decisions/0034); it
+   * seals nothing new meanwhile (the accept's statement refuses it, see `DataKeys.forgetDestroyed`).
    */
   cacheTtlMs?: number;
   /** Most keys kept; the oldest go first. */
@@ -53,6 +54,12 @@ export class DataKeys {
   /** One look-up (or creation) at a time per organization and per key. */
   readonly #loadingCurrent = new Map<string, Promise<DataKey>>();
   readonly #loadingIds = new Map<string, Promise<Map<string, DataKey | null>>>();
+  /**
+   * Counts the destructions this process has made or learnt of. A load that began before one
+   * read the keys as they were then: it caches nothing and reads again, so a key destroyed while
+   * it was loaded is never cached as live.
+   */
+  #destructions = 0;
 
   constructor(sql: SqlClient, keyring: Keyring, options: DataKeysOptions = {}) {
     this.#sql = sql;
@@ -133,17 +140,33 @@ export class DataKeys {
       if (cached.value?.organizationId === organizationId) this.#byId.delete(id);
     }
     for (const { id } of destroyed) this.#remember(id, null);
+    this.#destructions++;
     return destroyed.length;
+  }
+
+  /**
+   * The key was found destroyed, by another process (the accept's statement would not seal under
+   * it): it is no longer any organization's current key here, and opens nothing more here. The
+   * next {@link current} loads the organization's live key, or makes one.
+   */
+  forgetDestroyed(keyId: string): void {
+    for (const [organizationId, cached] of this.#current) {
+      if (cached.value.id === keyId) this.#current.delete(organizationId);
+    }
+    this.#remember(keyId, null);
+    this.#destructions++;
   }
 
   async #loadCurrent(organizationId: string): Promise<DataKey> {
     // One live key per organization (a unique index): a creation that loses the race reads the winner's.
+    // A destruction while it loaded (the key read may be the one destroyed): read again.
     for (;;) {
+      const destructions = this.#destructions;
       const [row] = await this.#sql<Array<{ id: string; master_key_id: string; wrapped_key: Buffer }>>`
         select id, master_key_id, wrapped_key from organization_data_keys
         where organization_id = ${organizationId} and wrapped_key is not null`;
       const key = row ? await this.#unwrap(organizationId, row) : await this.#create(organizationId);
-      if (!key) continue;
+      if (!key || this.#destructions !== destructions) continue;
       this.#current.set(organizationId, { value: key, expiresAt: this.#now() + this.#ttlMs });
       this.#remember(key.id, key);
       return key;
@@ -164,6 +187,7 @@ export class DataKeys {
   }
 
   async #loadIds(ids: string[]): Promise<Map<string, DataKey | null>> {
+    const destructions = this.#destructions;
     const rows = await this.#sql<
       Array<{ id: string; organization_id: string; master_key_id: string; wrapped_key: Buffer | null }>
     >`select id, organization_id, master_key_id, wrapped_key from organization_data_keys
@@ -172,10 +196,11 @@ export class DataKeys {
     const keys = new Map<string, DataKey | null>();
     for (const id of ids) {
       const row = found.get(id);
-      const key = row?.wrapped_key ? await this.#unwrap(row.organization_id, row) : null;
-      keys.set(id, key);
-      this.#remember(id, key);
+      keys.set(id, row?.wrapped_key ? await this.#unwrap(row.organization_id, row) : null);
     }
+    // A destruction while they loaded: some read live may be gone now; read again.
+    if (this.#destructions !== destructions) return this.#loadIds(ids);
+    for (const [id, key] of keys) this.#remember(id, key);
     return keys;
   }
 

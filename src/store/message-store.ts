@@ -1,6 +1,6 @@
 import type postgres from "postgres";
-import { AcceptBatcher, type CommitResult, type PendingAccept } from "./accept-batcher.js";
-import type { ContentVault, StoredContent } from "./content.js";
+import { AcceptBatcher, type CommitResult, type PendingAccept, type SealedAccept } from "./accept-batcher.js";
+import type { ContentVault, SealedContent, StoredContent } from "./content.js";
 import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { loadEvents, type StoredEvent } from "./events.js";
 import { holdsIdempotencyKey } from "./idempotency.js";
@@ -44,27 +44,31 @@ export interface MessageStoreOptions {
   content: ContentVault;
 }
 
+/**
+ * How many times one accept is sealed again after the batch found its data key destroyed: once
+ * is what an erasure in another process costs; more means erasures of the organization keep
+ * coming between the key's load and the batch, and the request fails (a 500, nothing written).
+ */
+const MAX_SEALINGS = 4;
+
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
   const { sql, limits, content } = options;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
     async accept(pending) {
-      // Sealed first: from here the event and the record are written with the content sealed.
-      // With the organization's key cached, sealed at once (no promise to wait for).
-      const sealing = content.seal(pending.event.data);
-      const sealed = sealing instanceof Promise ? await sealing : sealing;
-      const { requestKey } = sealed;
-      const { idempotency } = pending;
-      return batcher.commit({
-        event: pending.event,
-        row: withSealedContent(pending.row, sealed),
-        queuePriority: pending.queuePriority,
-        // A plain SHA-256 of a short text to a known number can be guessed: stored keyed instead.
-        idempotency: idempotency && {
-          key: idempotency.key,
-          requestHash: requestKey(idempotency.requestHash),
-        },
-      });
+      for (let sealing = 1; ; sealing++) {
+        const sealed = sealedAccept(content, pending);
+        const result = await batcher.commit(sealed instanceof Promise ? await sealed : sealed);
+        if (result.outcome !== "data_key_destroyed") return result;
+        // Another process erased the organization's data after this one cached its key: nothing
+        // was written; sealed again under a live key (loaded, or made), the request never knows.
+        content.keys.forgetDestroyed(result.dataKeyId);
+        if (sealing >= MAX_SEALINGS) {
+          throw new Error(
+            `the organization's data key was destroyed ${sealing} times while a message was sealed`,
+          );
+        }
+      }
     },
     findRecord: createRecordFinder(sql, content, limits),
     // The history shows no content: its events are read without opening it.
@@ -74,6 +78,32 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     eraseRecipient: (organizationId, recipient) =>
       eraseRecipientContent(sql, content, organizationId, recipient),
     holdsIdempotencyKey: (organizationId, key, at) => holdsIdempotencyKey(sql, organizationId, key, at),
+  };
+}
+
+/**
+ * The message sealed under its organization's current data key: from here the event and the
+ * record are written with the content sealed. With the key cached, sealed at once (no promise).
+ */
+function sealedAccept(content: ContentVault, pending: PendingAccept): SealedAccept | Promise<SealedAccept> {
+  const sealing = content.seal(pending.event.data);
+  return sealing instanceof Promise
+    ? sealing.then((sealed) => sealedWith(pending, sealed))
+    : sealedWith(pending, sealing);
+}
+
+function sealedWith(pending: PendingAccept, sealed: SealedContent): SealedAccept {
+  const { idempotency } = pending;
+  return {
+    event: pending.event,
+    row: withSealedContent(pending.row, sealed),
+    queuePriority: pending.queuePriority,
+    // A plain SHA-256 of a short text to a known number can be guessed: stored keyed instead.
+    idempotency: idempotency && {
+      key: idempotency.key,
+      requestHash: sealed.requestKey(idempotency.requestHash),
+    },
+    dataKeyId: sealed.keyId,
   };
 }
 

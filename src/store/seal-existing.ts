@@ -33,7 +33,19 @@ export async function sealExistingContent(
       content_enc: byteaText(stored.sealed),
       recipient_keys: stored.recipientKeys,
     }));
-    await sql.begin(async (tx) => {
+    const keyIds = [...new Set(sealed.map(({ stored }) => stored.keyId))];
+    const destroyed = await sql.begin(async (tx) => {
+      // The keys stay live until this commits (an erasure's UPDATE waits), or the page is sealed
+      // again: one destroyed by another process while this one had it cached would seal these
+      // messages unreadable, where an erasure before this ran does not reach them (0034).
+      const live = await tx<Array<{ id: string }>>`
+        select id from organization_data_keys
+        where id = any(${keyIds}::uuid[]) and wrapped_key is not null
+        order by id for share`;
+      if (live.length < keyIds.length) {
+        const liveIds = new Set(live.map((row) => row.id));
+        return keyIds.filter((id) => !liveIds.has(id));
+      }
       await tx`select set_config('notify.sealing_content', 'on', true)`;
       const json = JSON.stringify(input);
       await tx.unsafe(
@@ -49,7 +61,12 @@ export async function sealExistingContent(
          where m.message_id = i.message_id and m.content_enc is null`,
         [json],
       );
+      return [];
     });
+    if (destroyed.length > 0) {
+      for (const id of destroyed) vault.keys.forgetDestroyed(id);
+      continue;
+    }
     total += rows.length;
     options.onPage?.(total);
     after = rows[rows.length - 1]?.position ?? after;
