@@ -242,7 +242,7 @@ export const configSchema = z.object({
       )
       .optional(),
   ),
-  /** How long a process keeps an unwrapped data key; a destroyed key still opens content there until then. */
+  /** How long a process keeps an unwrapped data key; a destroyed key still opens (never seals) content there until then. */
   DATA_KEY_CACHE_TTL_MS: int(0, 3_600_000).default(60_000),
   /**
    * Base64 of 32 random bytes: seals the signing secrets of status webhook endpoints at rest.
