@@ -38,7 +38,7 @@ export async function prepareEmail(
     };
   }
   let rendered: RenderedEmail;
-  // Past the message's time to live a render still waiting is of no use: it is dropped.
+  // Past the message's time to live a render is of no use: dropped if waiting, ended if running.
   const expired = new AbortController();
   const expiry = setTimeout(
     () => expired.abort(),
