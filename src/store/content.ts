@@ -51,15 +51,24 @@ export interface StoredContent {
 }
 
 /**
- * Contents the store has sealed or read sealed, with how they are stored: a record or an event
- * written for the message carries the sealed form, never the clear one. Keyed by the content
- * object itself, which a message's state keeps from its `accepted` event on.
+ * Contents the store has sealed or read sealed carry how they are stored under this symbol: a
+ * record or an event written for the message carries the sealed form, never the clear one. The
+ * content object itself, which a message's state keeps from its `accepted` event on, holds it:
+ * a symbol-keyed property is invisible to `JSON.stringify`, `for…in` and `Object.keys`, and, unlike
+ * a WeakMap entry per message, costs the garbage collector nothing (decision 0034's measurements:
+ * a WeakMap's ephemerons cost microseconds per accept and per read).
  */
-const stored = new WeakMap<object, StoredContent>();
+const STORED: unique symbol = Symbol("stored content");
+
+type WithStored = { [STORED]?: StoredContent };
+
+function remember(content: object, how: StoredContent): void {
+  (content as WithStored)[STORED] = how;
+}
 
 /** How this content is stored, if it is stored sealed (undefined: a message from before encryption). */
 export function storedContentOf(content: MessageContent): StoredContent | undefined {
-  return stored.get(content);
+  return (content as WithStored)[STORED];
 }
 
 /**
@@ -68,7 +77,10 @@ export function storedContentOf(content: MessageContent): StoredContent | undefi
  * reader that did not open it (the history, the rebuild).
  */
 export function isContentErased(content: MessageContent): boolean {
-  return stored.has(content) && typeof (content as { recipient?: unknown }).recipient !== "string";
+  return (
+    (content as WithStored)[STORED] !== undefined &&
+    typeof (content as { recipient?: unknown }).recipient !== "string"
+  );
 }
 
 /** The recipients a content names, normalised as {@link normaliseRecipient} does. */
@@ -189,7 +201,7 @@ export class ContentVault {
       ),
       recipientKeys: recipientsOf(content).map((recipient) => blindIndex(key.indexKey, recipient)),
     };
-    stored.set(content, result);
+    remember(content, result);
     return {
       clear: result.clear,
       sealed: result.sealed,
@@ -263,7 +275,7 @@ export function storedContent(
   if (!sealed && typeof data.recipient === "string") return data as unknown as MessageContent;
   const opened = opener?.open(sealed, data.organizationId as string, data.id as string);
   const content = (opened ? Object.assign({}, data, opened) : data) as unknown as MessageContent;
-  stored.set(content, { clear: data, sealed, recipientKeys });
+  remember(content, { clear: data, sealed, recipientKeys });
   return content;
 }
 
