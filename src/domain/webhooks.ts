@@ -169,6 +169,25 @@ export function recoverSinceProblem(since: Date, now: Date): string | undefined 
 /** The event `POST …/{id}/test` sends, whatever the endpoint subscribes to. */
 export const WEBHOOK_TEST_EVENT = "webhook.test";
 
+/** The body of the `webhook.test` event: which endpoint of which organization it tests. */
+export interface WebhookTestBody {
+  type: typeof WEBHOOK_TEST_EVENT;
+  /** When it was sent (ISO 8601, UTC). */
+  timestamp: string;
+  data: { endpoint_id: string; organization_id: string };
+}
+
+export function webhookTestBody(
+  endpoint: { id: string; organizationId: string },
+  now: Date,
+): WebhookTestBody {
+  return {
+    type: WEBHOOK_TEST_EVENT,
+    timestamp: now.toISOString(),
+    data: { endpoint_id: endpoint.id, organization_id: endpoint.organizationId },
+  };
+}
+
 /** Endpoints one organization may have; one more is a 409. */
 export const MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION = 10;
 

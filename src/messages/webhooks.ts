@@ -6,6 +6,7 @@ import {
   WEBHOOK_RECOVER_MAX_EVENTS,
   WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS,
   WEBHOOK_TEST_EVENT,
+  webhookTestBody,
 } from "../domain/webhooks.js";
 import { UnreadableContentError } from "../runtime/content-crypto.js";
 import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
@@ -208,11 +209,7 @@ export async function sendTestEvent(
   timeoutMs: number,
 ): Promise<WebhookAttempt> {
   const id = deps.newId();
-  const body = JSON.stringify({
-    type: WEBHOOK_TEST_EVENT,
-    timestamp: deps.now().toISOString(),
-    data: { endpoint_id: endpoint.id, organization_id: endpoint.organizationId },
-  });
+  const body = JSON.stringify(webhookTestBody(endpoint, deps.now()));
   return deliverWebhookEvent(deps, endpoint, { id, type: WEBHOOK_TEST_EVENT, body }, timeoutMs);
 }
 
