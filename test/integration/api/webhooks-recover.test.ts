@@ -340,6 +340,8 @@ describe("recovering a webhook endpoint's events", () => {
     const body = { since: new Date(Date.now() - HOUR).toISOString() };
     const answers = await Promise.all(Array.from({ length: 3 }, () => recover(org, endpoint, body)));
     expect(answers.map((answer) => answer.status).sort()).toEqual([202, 202, 429]);
+    const passed = answers.find((answer) => answer.status === 202);
+    expect(passed?.headers.get("ratelimit-policy")).toBe("2;w=20");
     const refused = answers.find((answer) => answer.status === 429);
     if (!refused) throw new Error("none refused");
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
