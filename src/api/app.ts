@@ -13,6 +13,7 @@ import { operatorRoutes } from "./ops-app.js";
 import { bodyLimit, registerRoutes } from "./register-routes.js";
 import { apiInfo, routes } from "./routes/index.js";
 import type { AppDeps, AppEnv } from "./types.js";
+import { registerWebhookEvents } from "./wire/webhook-events.js";
 
 /** Builds the notification API. No I/O happens here: connections come in through `deps`. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
@@ -43,6 +44,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   );
 
   registerRoutes(app, routes, deps);
+  registerWebhookEvents(app.openAPIRegistry);
   serveDocs(app, apiInfo);
 
   app.notFound((c) => errorResponse(c, 404, `No route for ${c.req.method} ${c.req.path}`));

@@ -11,6 +11,7 @@ import {
   previewRateLimit,
   senderVerifyRateLimit,
   sendRateLimit,
+  webhookRecoverRateLimit,
   webhookTestRateLimit,
 } from "./middleware/rate-limit.js";
 import type { AppDeps, AppEnv, Route } from "./types.js";
@@ -42,6 +43,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
     preview: [previewRateLimit(deps)],
     "sender-verify": [senderVerifyRateLimit(deps)],
     "webhook-test": [webhookTestRateLimit(deps)],
+    "webhook-recover": [webhookRecoverRateLimit(deps)],
   };
 
   for (const route of routes) {

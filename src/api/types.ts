@@ -54,9 +54,9 @@ export interface Route<R extends RouteConfig = RouteConfig> {
   /**
    * Limits checked right after authentication, per organization: `send`, the send rate and the
    * daily quota; `preview`, the template preview rate; `sender-verify`, the domain checks' rate;
-   * `webhook-test`, the webhook test events' rate.
+   * `webhook-test`, the webhook test events' rate; `webhook-recover`, the webhook recoveries' rate.
    */
-  rateLimit?: "send" | "preview" | "sender-verify" | "webhook-test";
+  rateLimit?: "send" | "preview" | "sender-verify" | "webhook-test" | "webhook-recover";
   /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
   maxBodyBytes?: number;
   handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;

@@ -1,5 +1,5 @@
 import type { Channel, MessageEvent, Status } from "./events.js";
-import type { PriorityTier } from "./priority.js";
+import { type PriorityTier, TIME_TO_LIVE_MS } from "./priority.js";
 
 /**
  * Status webhooks (issue 16, docs/decisions/0035 and 0036): what an endpoint may subscribe to,
@@ -139,8 +139,54 @@ export const WEBHOOK_FAILING_DISABLE_MS = 5 * 24 * 3_600_000;
 /** The time-out of one POST to an endpoint. */
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 10_000;
 
+/**
+ * How far back `POST …/{id}/recover` may reach: beyond the 5 days of failures that disable an
+ * endpoint, two days to notice and re-enable it.
+ */
+export const WEBHOOK_RECOVER_MAX_AGE_MS = 7 * 24 * 3_600_000;
+
+/** Events one recover call queues at most; the answer then says where to go on from. */
+export const WEBHOOK_RECOVER_MAX_EVENTS = 100_000;
+
+/**
+ * How long before `since` a message may have been accepted and still have an event since: the
+ * longest time-to-live of a tier (no attempt starts later), plus a day for a final event recorded
+ * late (a message whose time-to-live ran out while every worker was down gets its `failed` when
+ * one comes back). Recover looks at the messages accepted since `since` minus this.
+ */
+export const WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS =
+  Math.max(...Object.values(TIME_TO_LIVE_MS)) + 24 * 3_600_000;
+
+/** Why `since` may not start a recovery at `now`, or undefined when it may. */
+export function recoverSinceProblem(since: Date, now: Date): string | undefined {
+  if (since.getTime() > now.getTime()) return "since: must not be in the future";
+  if (now.getTime() - since.getTime() > WEBHOOK_RECOVER_MAX_AGE_MS) {
+    return `since: must be at most ${WEBHOOK_RECOVER_MAX_AGE_MS / (24 * 3_600_000)} days ago`;
+  }
+  return undefined;
+}
+
 /** The event `POST …/{id}/test` sends, whatever the endpoint subscribes to. */
 export const WEBHOOK_TEST_EVENT = "webhook.test";
+
+/** The body of the `webhook.test` event: which endpoint of which organization it tests. */
+export interface WebhookTestBody {
+  type: typeof WEBHOOK_TEST_EVENT;
+  /** When it was sent (ISO 8601, UTC). */
+  timestamp: string;
+  data: { endpoint_id: string; organization_id: string };
+}
+
+export function webhookTestBody(
+  endpoint: { id: string; organizationId: string },
+  now: Date,
+): WebhookTestBody {
+  return {
+    type: WEBHOOK_TEST_EVENT,
+    timestamp: now.toISOString(),
+    data: { endpoint_id: endpoint.id, organization_id: endpoint.organizationId },
+  };
+}
 
 /** Endpoints one organization may have; one more is a 409. */
 export const MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION = 10;

@@ -3,7 +3,10 @@ import type { Executor } from "../../db/client.js";
 import {
   MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION,
   PREVIOUS_SECRET_LIFETIME_MS,
+  WEBHOOK_RECOVER_MAX_EVENTS,
+  WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS,
   WEBHOOK_TEST_EVENT,
+  webhookTestBody,
 } from "../domain/webhooks.js";
 import { UnreadableContentError } from "../runtime/content-crypto.js";
 import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
@@ -12,6 +15,8 @@ import {
   countWebhookEndpoints,
   insertWebhookAttempt,
   insertWebhookEndpoint,
+  type Recovery,
+  recoverWebhookDeliveries,
   rotateWebhookEndpointSecret,
   type StoredWebhookEndpoint,
   type WebhookAttempt,
@@ -204,10 +209,31 @@ export async function sendTestEvent(
   timeoutMs: number,
 ): Promise<WebhookAttempt> {
   const id = deps.newId();
-  const body = JSON.stringify({
-    type: WEBHOOK_TEST_EVENT,
-    timestamp: deps.now().toISOString(),
-    data: { endpoint_id: endpoint.id, organization_id: endpoint.organizationId },
-  });
+  const body = JSON.stringify(webhookTestBody(endpoint, deps.now()));
   return deliverWebhookEvent(deps, endpoint, { id, type: WEBHOOK_TEST_EVENT, body }, timeoutMs);
+}
+
+export type RecoverOutcome = { outcome: "disabled" } | ({ outcome: "recovered" } & Recovery);
+
+/**
+ * Re-sends the endpoint's events since `since` (checked by `recoverSinceProblem`): every event of
+ * its organization's messages that it subscribes to now, in order, as deliveries due at once, at
+ * most `limit` of them (see `Recovery.nextSince` for the rest). A disabled endpoint recovers
+ * nothing: it is enabled first (its deliveries would otherwise wait on it, unsent).
+ */
+export async function recoverWebhookEvents(
+  deps: Pick<WebhookDeps, "db">,
+  endpoint: StoredWebhookEndpoint,
+  since: Date,
+  limit: number = WEBHOOK_RECOVER_MAX_EVENTS,
+): Promise<RecoverOutcome> {
+  if (!endpoint.enabled) return { outcome: "disabled" };
+  const recovery = await recoverWebhookDeliveries(deps.db, {
+    organizationId: endpoint.organizationId,
+    endpointId: endpoint.id,
+    since,
+    messagesCreatedSince: new Date(since.getTime() - WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS),
+    limit,
+  });
+  return { outcome: "recovered", ...recovery };
 }

@@ -12,7 +12,10 @@ import { type ContentVault, normaliseRecipient } from "./content.js";
 /**
  * Erases everything an organization's messages said: destroys its data keys (crypto-shredding:
  * every sealed content of its messages, in events and records, can no longer be opened) and its
- * `Idempotency-Key` claims. Its next send gets a new key. Returns how many keys were destroyed.
+ * `Idempotency-Key` claims, and deletes its webhook endpoints (their URLs and descriptions are
+ * its own; their pending deliveries and attempts go with them, by cascade), so nothing about its
+ * messages leaves the service afterwards. Its next send gets a new key. Returns how many keys
+ * were destroyed.
  */
 export async function eraseOrganizationContent(
   sql: SqlClient,
@@ -21,6 +24,7 @@ export async function eraseOrganizationContent(
 ): Promise<number> {
   const destroyed = await vault.keys.destroyAll(organizationId);
   await sql`delete from idempotency_keys where organization_id = ${organizationId}`;
+  await sql`delete from webhook_endpoints where organization_id = ${organizationId}`;
   return destroyed;
 }
 

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, lt, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from "drizzle-orm";
 import type { Executor } from "../../db/client.js";
 import { webhookAttempts, webhookEndpoints } from "../../db/schema.js";
 
@@ -129,4 +129,95 @@ export async function pageOfWebhookAttempts(
     )
     .orderBy(desc(webhookAttempts.id))
     .limit(limit);
+}
+
+/** What `recoverWebhookDeliveries` is asked to re-send. */
+export interface RecoveryRequest {
+  organizationId: string;
+  endpointId: string;
+  /** Events that occurred at or after this instant. */
+  since: Date;
+  /** Only messages accepted at or after this are looked at (their events are found through them). */
+  messagesCreatedSince: Date;
+  /** Events queued at most. */
+  limit: number;
+}
+
+export interface Recovery {
+  /** Events found and due to be sent, in order (those already pending included). */
+  recovered: number;
+  /** Of them, those not pending already: the new deliveries. */
+  queued: number;
+  /** When more were found than `limit`: the `occurred_at` of the first left out. */
+  nextSince: Date | null;
+}
+
+/**
+ * Margin on a message's `updated_at` (its last event's `occurred_at`) against `since`: the events
+ * of one message come from different processes, whose clocks may differ by this much.
+ */
+const CLOCK_SKEW = "1 minute";
+
+/**
+ * The statement of {@link recoverWebhookDeliveries}, exported so a test can ask Postgres for its plan.
+ *
+ * The events are found through the organization's messages accepted since
+ * `messagesCreatedSince` (the `messages_organization_created_idx` index) and last changed since
+ * `since`, then each message's events through `message_events (message_id, seq)`: never a scan
+ * of `message_events`, which has no index by organization or time. The endpoint's own row, in the
+ * same statement, gives its subscription and keeps the work to the organization's own endpoint.
+ * `LIMIT limit + 1` tells whether there were more, and where they start.
+ */
+export function recoveryStatement(request: RecoveryRequest): SQL {
+  const since = request.since.toISOString();
+  return sql`
+    with found as (
+      select e.message_id, e.seq, t.event_type, e.occurred_at
+      from webhook_endpoints w
+      join messages m on m.organization_id = w.organization_id
+      join message_events e on e.message_id = m.message_id
+      cross join lateral (select webhook_event_type(e.type, e.data) as event_type) t
+      where w.id = ${request.endpointId}::uuid
+        and w.organization_id = ${request.organizationId}::uuid
+        and m.created_at >= ${request.messagesCreatedSince.toISOString()}::timestamptz
+        and m.updated_at >= ${since}::timestamptz - interval '${sql.raw(CLOCK_SKEW)}'
+        and e.occurred_at >= ${since}::timestamptz
+        and t.event_type is not null
+        and (w.event_types is null or t.event_type = any (w.event_types))
+      order by e.occurred_at, e.message_id, e.seq
+      limit ${request.limit + 1}::int
+    ),
+    chosen as (
+      select * from found order by occurred_at, message_id, seq limit ${request.limit}::int
+    ),
+    queued as (
+      insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+      select ${request.endpointId}::uuid, ${request.organizationId}::uuid, message_id, seq, event_type, occurred_at
+      from chosen
+      order by occurred_at, message_id, seq
+      on conflict on constraint webhook_deliveries_event_unique do nothing
+      returning 1
+    )
+    select
+      (select count(*) from chosen)::int as recovered,
+      (select count(*) from queued)::int as queued,
+      (select occurred_at from found order by occurred_at, message_id, seq offset ${request.limit}::int limit 1)
+        as next_since`;
+}
+
+/**
+ * Queues again every event of the organization's messages since `request.since` that the
+ * endpoint subscribes to, in event order (`occurred_at`, message, `seq`), as deliveries due now,
+ * at most `request.limit`: one already pending is not doubled. Nothing is queued when the
+ * organization has no such endpoint.
+ */
+export async function recoverWebhookDeliveries(db: Executor, request: RecoveryRequest): Promise<Recovery> {
+  const [row] = await db.execute<{ recovered: number; queued: number; next_since: string | Date | null }>(
+    recoveryStatement(request),
+  );
+  return {
+    recovered: row?.recovered ?? 0,
+    queued: row?.queued ?? 0,
+    nextSince: row?.next_since ? new Date(row.next_since) : null,
+  };
 }

@@ -156,6 +156,24 @@ export function webhookTestRateLimit(deps: RateLimitDeps): MiddlewareHandler<App
 }
 
 /**
+ * Recoveries per organization: one every 10 s, two at once. Each reads up to 9 days of the
+ * organization's messages and queues up to 100,000 deliveries.
+ */
+export const WEBHOOK_RECOVER_RATE = 0.1;
+export const WEBHOOK_RECOVER_BURST = 2;
+
+/** Per-organization limit on `POST /api/v1/webhooks/endpoints/{id}/recover`, fixed. */
+export function webhookRecoverRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
+  return rateLimit(deps, {
+    name: "webhook-recover",
+    rate: WEBHOOK_RECOVER_RATE,
+    burst: WEBHOOK_RECOVER_BURST,
+    describe: (rate, burst) =>
+      `this organization may recover webhook events once every ${1 / rate} s (${burst} at once)`,
+  });
+}
+
+/**
  * A per-organization token bucket in Redis (`burst` tokens, at least `rate`, refilled at `rate`
  * a second) shared by every web process. When Redis errors or does not answer within 250 ms, an
  * in-memory limiter of the same rate takes over in each process (the library's insurance

@@ -23,6 +23,7 @@ import { createWebhookEndpointRoute } from "./webhooks/create.js";
 import { deleteWebhookEndpoint } from "./webhooks/delete.js";
 import { getWebhookEndpoint } from "./webhooks/get.js";
 import { listWebhookEndpoints } from "./webhooks/list.js";
+import { recoverWebhookEndpoint } from "./webhooks/recover.js";
 import { rotateWebhookSecretRoute } from "./webhooks/rotate-secret.js";
 import { testWebhookEndpoint } from "./webhooks/send-test.js";
 import { updateWebhookEndpointRoute } from "./webhooks/update.js";
@@ -55,6 +56,7 @@ export const routes: readonly Route[] = [
   deleteWebhookEndpoint,
   rotateWebhookSecretRoute,
   testWebhookEndpoint,
+  recoverWebhookEndpoint,
   listWebhookAttempts,
 ];
 

@@ -17,7 +17,8 @@ export const eraseOrganizationData = defineRoute({
       "Destroys the organization's data keys: the content of every message it sent (recipients, bodies, " +
       "subjects, template fields, push subscriptions) can no longer be read, anywhere it is stored. The " +
       "messages stay, with their ids, statuses, timestamps and history; their content fields read `null`. " +
-      "Processes that hold a key in memory drop it within `DATA_KEY_CACHE_TTL_MS`. The organization, its " +
+      "Processes that hold a key in memory drop it within `DATA_KEY_CACHE_TTL_MS`. Its webhook endpoints " +
+      "are deleted, with their pending deliveries and attempts. The organization, its " +
       "API keys and its templates stay; a later send gets a new data key.",
     request: { params: z.object({ organization_id: uuidParam("organization_id") }) },
     responses: {

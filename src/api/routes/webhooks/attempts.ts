@@ -21,7 +21,10 @@ export const listWebhookAttempts = defineRoute({
     path: "/api/v1/webhooks/endpoints/{id}/attempts",
     tags: ["Webhooks"],
     summary: "List a webhook endpoint's delivery attempts",
-    description: "Newest first, a page at a time: each POST, its event, status, duration and error.",
+    description:
+      "Newest first, a page at a time: each POST, its event (`event_id` is the `webhook-id`), status, " +
+      "duration and error; after a failure, when the event is tried again (`next_retry_at`) or that it " +
+      "was given up (`gave_up`: retries spent, or the endpoint disabled).",
     request: { params: endpointIdParams, query: pageQuery },
     responses: {
       200: {

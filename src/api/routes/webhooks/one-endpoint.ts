@@ -88,7 +88,12 @@ export const webhookAttemptRecord = z
     next_retry_at: z.iso
       .datetime()
       .nullable()
-      .meta({ description: "When it is tried again; null: not retried" }),
+      .meta({ description: "When its event is tried again after this failure; null: not retried" }),
+    gave_up: z.boolean().meta({
+      description:
+        "True on the last attempt of an event that was given up (its retries spent, or the endpoint " +
+        "disabled or deleted): the event is not sent again unless recovered",
+    }),
   })
   .meta({ id: "WebhookAttempt" });
 
@@ -109,6 +114,7 @@ export function toAttemptRecord(attempt: WebhookAttempt): z.output<typeof webhoo
             code: attempt.errorCode ?? "",
           },
     next_retry_at: attempt.nextRetryAt?.toISOString() ?? null,
+    gave_up: attempt.gaveUp,
   };
 }
 
