@@ -306,16 +306,29 @@ export interface ReadResult extends LoadScenarioResult {
 }
 
 /**
+ * The CPU of a window that goes on past the moment every message was final, to the end of a wait
+ * (the webhook scenarios' wait for their receipts): the work that trails the messages, and, when
+ * the wait runs to its bound, idle time too.
+ */
+export interface UntilSettled {
+  /** Seconds from the moment every message was final to the end of the wait. */
+  waitS: number;
+  cpuMs: CpuUsage;
+  cpuUsPerMessage: Record<string, number>;
+}
+
+/**
  * The measured part of scenario 3 (end to end) on a started stack: the worker started, 2,000
  * messages to warm up (let finish), then `e2eMessages` as fast as they are accepted, until every
- * one is final. `settle`, if given, runs after that and before the CPU is read (the webhook
- * scenario waits there for its receipts); `receiver` adds the webhook receiver's CPU.
+ * one is final. The CPU per message is read then, as e2e reports it; `settle`, if given, runs
+ * after that (the webhook scenario waits there for its receipts) and the CPU is read again at its
+ * end (`untilSettled`). `receiver` adds the webhook receiver's CPU.
  */
 export async function measureEndToEnd(
   stack: Stack,
   settings: Settings,
   options: { receiver?: { cpuMs: () => number }; settle?: (since: Date) => Promise<void> } = {},
-): Promise<EndToEndResult> {
+): Promise<{ endToEnd: EndToEndResult; untilSettled?: UntilSettled }> {
   await stack.startWorker();
   const request = postSms(stack, { connections: 64, body: smsBody() });
   // Warm both processes up, then let the warm-up messages finish.
@@ -331,11 +344,21 @@ export async function measureEndToEnd(
   const accept = await load({ ...request, amount: settings.e2eMessages });
   const allFinal = await waitUntilFinished(stack.sql, 120_000);
   const wallS = (Date.now() - started) / 1000;
-  await options.settle?.(since);
   const cpu = cpuDelta(before, cpuNow());
+  let untilSettled: UntilSettled | undefined;
+  if (options.settle) {
+    const settling = Date.now();
+    await options.settle(since);
+    const cpuSettled = cpuDelta(before, cpuNow());
+    untilSettled = {
+      waitS: Math.round((Date.now() - settling) / 100) / 10,
+      cpuMs: cpuSettled,
+      cpuUsPerMessage: perRequest(cpuSettled, settings.e2eMessages),
+    };
+  }
   monitor.stop();
   const events = await finalLatency(stack.sql, since);
-  return {
+  const endToEnd: EndToEndResult = {
     messages: settings.e2eMessages,
     allFinalWithinBound: allFinal,
     accept,
@@ -347,6 +370,7 @@ export async function measureEndToEnd(
     cpuUsPerMessage: perRequest(cpu, settings.e2eMessages),
     peakRss: monitor.peak,
   };
+  return { endToEnd, untilSettled };
 }
 
 /** Scenario 3 (end to end) and, on the same data, scenario 5 (read). */
@@ -355,7 +379,7 @@ export async function endToEndAndReadScenario(
   runRead: boolean,
 ): Promise<{ endToEnd: EndToEndResult; read: ReadResult | undefined }> {
   return withStack("e2e", settings, async (stack) => {
-    const endToEnd = await measureEndToEnd(stack, settings);
+    const { endToEnd } = await measureEndToEnd(stack, settings);
     const processes = () => ({ web: stack.web, worker: stack.worker });
     if (!runRead) return { endToEnd, read: undefined };
 

@@ -6,6 +6,7 @@ import {
   perRequest,
   type Settings,
   smsBody,
+  type UntilSettled,
   waitUntilFinished,
   withStack,
 } from "./scenarios.js";
@@ -43,6 +44,8 @@ export interface EndToEndWebhooksResult extends EndToEndResult {
   /** Endpoints registered (one per organization) through the API. */
   endpoints: number;
   receipts: Receipts;
+  /** `cpuUsPerMessage` is read when every message was final (as e2e's); this, once the receipts were in or the wait ran out. */
+  untilReceipts: UntilSettled;
 }
 
 export interface WebhooksHangingResult {
@@ -63,8 +66,10 @@ export interface WebhooksHangingResult {
     deliveriesLeft: number;
   };
   cpuMs: CpuUsage;
-  /** CPU µs per message (A's and B's together). */
+  /** CPU µs per message (A's and B's together), from the first request until every message was final. */
   cpuUsPerMessage: Record<string, number>;
+  /** The same until B's receipts were in or the wait for them ran out. */
+  untilReceipts: UntilSettled;
   peakRss: PeakRss;
 }
 
@@ -158,14 +163,20 @@ export async function endToEndWebhooksScenario(settings: Settings): Promise<EndT
       }
       await receiver.setSecrets(secrets);
       let waited = { allWithinBound: false, lastFinalAt: null as number | null };
-      const endToEnd = await measureEndToEnd(stack, settings, {
+      const { endToEnd, untilSettled } = await measureEndToEnd(stack, settings, {
         receiver,
         settle: async (since) => {
           waited = await awaitReceipts(stack, receiver, since);
         },
       });
+      if (!untilSettled) throw new Error("measureEndToEnd did not settle");
       const summary = await receiver.summary();
-      return { ...endToEnd, endpoints: Object.keys(secrets).length, receipts: receipts(summary, waited) };
+      return {
+        ...endToEnd,
+        endpoints: Object.keys(secrets).length,
+        receipts: receipts(summary, waited),
+        untilReceipts: untilSettled,
+      };
     });
   } finally {
     await receiver.close();
@@ -221,8 +232,11 @@ export async function webhooksHangingScenario(settings: Settings): Promise<Webho
         sender(b.apiKey, amount),
       ]);
       const allFinal = await waitUntilFinished(stack.sql, 60_000);
-      const waited = await awaitReceipts(stack, receiver, since, b.id);
       const cpu = cpuDelta(before, cpuNow());
+      const settling = Date.now();
+      const waited = await awaitReceipts(stack, receiver, since, b.id);
+      const cpuSettled = cpuDelta(before, cpuNow());
+      const waitS = Math.round((Date.now() - settling) / 100) / 10;
       monitor.stop();
       const summary = await receiver.summary();
 
@@ -238,6 +252,9 @@ export async function webhooksHangingScenario(settings: Settings): Promise<Webho
       const [left] = await stack.sql<Array<{ n: number }>>`
         select count(*)::int as n from webhook_deliveries d join webhook_endpoints e on e.id = d.endpoint_id
         where e.organization_id = ${a.id}`;
+      // Release the worker's held attempts before the stack stops it.
+      await receiver.close();
+      const accepted = (hangingAccept.statuses["202"] ?? 0) + (healthyAccept.statuses["202"] ?? 0);
       return {
         durationS: settings.durationS,
         ratePerS: rate,
@@ -251,10 +268,8 @@ export async function webhooksHangingScenario(settings: Settings): Promise<Webho
           deliveriesLeft: left?.n ?? 0,
         },
         cpuMs: cpu,
-        cpuUsPerMessage: perRequest(
-          cpu,
-          (hangingAccept.statuses["202"] ?? 0) + (healthyAccept.statuses["202"] ?? 0),
-        ),
+        cpuUsPerMessage: perRequest(cpu, accepted),
+        untilReceipts: { waitS, cpuMs: cpuSettled, cpuUsPerMessage: perRequest(cpuSettled, accepted) },
         peakRss: monitor.peak,
       };
     });
