@@ -1,6 +1,6 @@
 import autocannon, { type Options } from "autocannon";
 import type { BenchProcess } from "./stack.js";
-import { cpuMs, machineCpuMs, pidsNamed } from "./system.js";
+import { cpuMs, cpuMsWithReaped, machineCpuMs, pidsNamed } from "./system.js";
 
 export interface LoadResult {
   requests: number;
@@ -76,7 +76,7 @@ export function cpuSnapshot(processes: {
   return {
     web: processes.web?.cpuMs() ?? 0,
     worker: processes.worker?.cpuMs() ?? 0,
-    postgres: sum(pidsNamed("postgres")),
+    postgres: pidsNamed("postgres").reduce((total, pid) => total + cpuMsWithReaped(pid), 0),
     redis: sum(pidsNamed("redis-server")),
     loadGenerator: (self.user + self.system) / 1000,
     machineBusy: machine.busy,
