@@ -117,7 +117,7 @@ async function awaitReceipts(
       and (${organizationId ?? null}::uuid is null or m.organization_id = ${organizationId ?? null})`;
   await receiver.expect(rows.map((row) => row.key));
   if (rows.length === 0) return { expected: 0, allWithinBound: true, lastFinalAt: null };
-  const lastFinalAt = Math.max(...rows.map((row) => row.at.getTime()));
+  const lastFinalAt = rows.reduce((last, row) => Math.max(last, row.at.getTime()), 0);
   const deadline = lastFinalAt + RECEIPT_BOUND_MS;
   while (true) {
     if ((await receiver.received()) === rows.length)
