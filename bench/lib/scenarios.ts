@@ -98,10 +98,7 @@ export async function withStack<T>(
  * `idempotencyKeys`, every request carries an `Idempotency-Key` of its own (autocannon puts a
  * unique id in place of `[<id>]`), as a client that retries safely sends them.
  */
-export function postSms(
-  stack: Stack,
-  options: { connections: number; body: string; idempotencyKeys?: boolean },
-) {
+function postSms(stack: Stack, options: { connections: number; body: string; idempotencyKeys?: boolean }) {
   let next = 0;
   const keyHeader: Record<string, string> = options.idempotencyKeys
     ? { "idempotency-key": "bench-[<id>]" }
@@ -192,7 +189,7 @@ export async function ceilingScenario(settings: Settings, connections: number): 
   });
 }
 
-export interface FinalLatency {
+interface FinalLatency {
   messages: number;
   byStatus: Record<string, number>;
   acceptToFinalMs: { p50: number; p99: number; max: number };
@@ -205,7 +202,7 @@ export interface FinalLatency {
 }
 
 /** accept → final latency from the events themselves (occurred_at of accepted vs the final event). */
-export async function finalLatency(
+async function finalLatency(
   sql: postgres.Sql,
   since: Date,
   notificationType?: string,
