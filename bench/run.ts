@@ -14,16 +14,17 @@ import {
 } from "./lib/scenarios.js";
 import { closeOpenStacks } from "./lib/stack.js";
 import { gitRevision, loadAverage, machineInfo, packageVersions } from "./lib/system.js";
+import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhooks.js";
 
 /**
  * `npm run bench`: builds, then runs the Procfile's web and worker against a fresh database and
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
- *          e2e,read,priority,noisy-templates
- *          (default: all)
+ *          e2e,e2e-webhooks,webhooks-hanging,read,priority,noisy-templates
+ *          (default: all; e2e-webhooks brings e2e along: its target is a ratio to e2e's figure)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
- *   --e2e-messages 20000   --flood 50000   --otp 500
+ *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
  *   --profile   (web and worker run with --cpu-prof; see bench/profile-summary.ts)
  * BENCH_APP_DIR=<a built checkout> runs that service instead of this one (a "before" baseline).
  */
@@ -35,6 +36,8 @@ const SCENARIOS = [
   "accept-64-worker",
   "accept-256",
   "e2e",
+  "e2e-webhooks",
+  "webhooks-hanging",
   "read",
   "priority",
   "noisy-templates",
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     "e2e-messages": { type: "string", default: "20000" },
     flood: { type: "string", default: "50000" },
     otp: { type: "string", default: "500" },
+    "webhook-rate": { type: "string", default: "200" },
     profile: { type: "boolean", default: false },
   },
 });
@@ -63,6 +67,9 @@ const selected = new Set<ScenarioId>(
 for (const id of selected) {
   if (!SCENARIOS.includes(id)) throw new Error(`unknown scenario ${id}; known: ${SCENARIOS.join(", ")}`);
 }
+// The webhook scenario's throughput target is a ratio to e2e's figure in the same run.
+const addedE2e = selected.has("e2e-webhooks") && !selected.has("e2e");
+if (addedE2e) selected.add("e2e");
 
 const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const settings: Settings = {
@@ -82,6 +89,7 @@ const settings: Settings = {
   floodMessages: Number(values.flood),
   otpMessages: Number(values.otp),
   otpRatePerS: 50,
+  webhookRatePerS: Number(values["webhook-rate"]),
 };
 
 async function serverVersions(): Promise<Record<string, string>> {
@@ -120,6 +128,7 @@ async function main(): Promise<void> {
       floodMessages: settings.floodMessages,
       otpMessages: settings.otpMessages,
       otpRatePerS: settings.otpRatePerS,
+      ...(selected.has("webhooks-hanging") ? { webhookRatePerS: settings.webhookRatePerS } : {}),
     },
     results: {},
     loadAverageAtEnd: [],
@@ -157,6 +166,10 @@ async function main(): Promise<void> {
     report.results.endToEnd = endToEnd;
     report.results.read = read;
   }
+  if (addedE2e) log("e2e-webhooks: e2e ran too, for the ratio of the two");
+  // Right after e2e, so the ratio compares the same minutes of the machine.
+  report.results.endToEndWebhooks = await run("e2e-webhooks", () => endToEndWebhooksScenario(settings));
+  report.results.webhooksHanging = await run("webhooks-hanging", () => webhooksHangingScenario(settings));
   report.results.priority = await run("priority", () => priorityScenario(settings));
   report.results.noisyTemplates = await run("noisy-templates", () => noisyTemplatesScenario(settings));
   report.loadAverageAtEnd = loadAverage();

@@ -1,6 +1,6 @@
 import autocannon, { type Options } from "autocannon";
 import type { BenchProcess } from "./stack.js";
-import { cpuMs, machineCpuMs, pidsNamed } from "./system.js";
+import { cpuMs, cpuMsWithReaped, machineCpuMs, pidsNamed } from "./system.js";
 
 export interface LoadResult {
   requests: number;
@@ -61,26 +61,35 @@ export interface CpuUsage {
   loadGenerator: number;
   machineBusy: number;
   machineTotal: number;
+  /** The webhook receiver's child process (bench/lib/webhook-receiver.ts), where one runs. */
+  receiver?: number;
 }
 
-export function cpuSnapshot(processes: { web?: BenchProcess; worker?: BenchProcess }): CpuUsage {
+export function cpuSnapshot(processes: {
+  web?: BenchProcess;
+  worker?: BenchProcess;
+  receiver?: { cpuMs: () => number };
+}): CpuUsage {
   const self = process.cpuUsage();
   const machine = machineCpuMs();
   const sum = (pids: number[]) => pids.reduce((total, pid) => total + cpuMs(pid), 0);
   return {
     web: processes.web?.cpuMs() ?? 0,
     worker: processes.worker?.cpuMs() ?? 0,
-    postgres: sum(pidsNamed("postgres")),
+    postgres: pidsNamed("postgres").reduce((total, pid) => total + cpuMsWithReaped(pid), 0),
     redis: sum(pidsNamed("redis-server")),
     loadGenerator: (self.user + self.system) / 1000,
     machineBusy: machine.busy,
     machineTotal: machine.total,
+    ...(processes.receiver ? { receiver: processes.receiver.cpuMs() } : {}),
   };
 }
 
 export function cpuDelta(before: CpuUsage, after: CpuUsage): CpuUsage {
   const keys = Object.keys(before) as Array<keyof CpuUsage>;
-  return Object.fromEntries(keys.map((k) => [k, Math.round(after[k] - before[k])])) as unknown as CpuUsage;
+  return Object.fromEntries(
+    keys.map((k) => [k, Math.round((after[k] ?? 0) - (before[k] ?? 0))]),
+  ) as unknown as CpuUsage;
 }
 
 /** Samples the resident memory of web and worker every 200 ms and keeps the peaks. */

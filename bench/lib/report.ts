@@ -1,6 +1,14 @@
 import type { NoisyTemplatesResult } from "./noisy-templates.js";
-import type { EndToEndResult, LoadScenarioResult, PeakRss, PriorityResult, ReadResult } from "./scenarios.js";
+import type {
+  EndToEndResult,
+  LoadScenarioResult,
+  PeakRss,
+  PriorityResult,
+  ReadResult,
+  UntilSettled,
+} from "./scenarios.js";
 import type { MachineInfo } from "./system.js";
+import type { EndToEndWebhooksResult, Receipts, WebhooksHangingResult } from "./webhooks.js";
 
 export interface BenchReport {
   date: string;
@@ -20,6 +28,10 @@ export interface BenchReport {
     accept64Worker?: LoadScenarioResult;
     accept256?: LoadScenarioResult;
     endToEnd?: EndToEndResult;
+    /** e2e with one status-webhook endpoint per organization (issue 16). */
+    endToEndWebhooks?: EndToEndWebhooksResult;
+    /** One organization's webhook endpoint hangs, another's is healthy (issue 16). */
+    webhooksHanging?: WebhooksHangingResult;
     read?: ReadResult;
     priority?: PriorityResult;
     noisyTemplates?: NoisyTemplatesResult;
@@ -36,6 +48,62 @@ interface Target {
 
 const fmt = (v: number | undefined, digits = 0) =>
   v === undefined || Number.isNaN(v) ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: digits });
+
+/**
+ * An event → receipt p99 as measured, saying plainly when receipts are missing (none at all: the
+ * service sent none, e.g. a build without the webhook dispatcher).
+ */
+function receiptMeasure(r: Receipts): string {
+  if (r.expected === 0) return "no final events to deliver";
+  if (r.received === 0) return `**no receipts** (0 of ${fmt(r.expected)} final events)`;
+  const missing = r.received < r.expected ? `; **${fmt(r.expected - r.received)} missing**` : "";
+  return `${fmt(r.eventToReceiptMs.p99, 1)} ms (${fmt(r.received)} of ${fmt(r.expected)} received${missing})`;
+}
+
+/** Met only if every expected event arrived within the bound, none forged or misaddressed, p99 ≤ 1 s. */
+function receiptsMet(r: Receipts): boolean {
+  return (
+    r.expected > 0 &&
+    r.received === r.expected &&
+    r.allWithinBound &&
+    r.signatures.failed === 0 &&
+    r.wrongOrganization === 0 &&
+    r.eventToReceiptMs.p99 <= 1000
+  );
+}
+
+function webhookTargets(report: BenchReport): Target[] {
+  const { endToEnd, endToEndWebhooks: withHooks, webhooksHanging: hanging } = report.results;
+  const list: Target[] = [];
+  if (withHooks) {
+    const ratio = endToEnd ? withHooks.messagesPerS / endToEnd.messagesPerS : Number.NaN;
+    list.push(
+      {
+        what: "status webhooks, end to end: messages/s ÷ the same run's e2e",
+        measured: endToEnd
+          ? `${fmt(ratio, 2)} (${fmt(withHooks.messagesPerS)} ÷ ${fmt(endToEnd.messagesPerS)} msg/s)`
+          : "e2e did not run",
+        target: "≥ 0.85",
+        met: withHooks.allFinalWithinBound && endToEnd?.allFinalWithinBound === true && ratio >= 0.85,
+      },
+      {
+        what: `status webhooks, end to end: event→receipt p99, every final event received within ${withHooks.receipts.boundS} s`,
+        measured: receiptMeasure(withHooks.receipts),
+        target: "≤ 1,000 ms",
+        met: receiptsMet(withHooks.receipts),
+      },
+    );
+  }
+  if (hanging) {
+    list.push({
+      what: "status webhooks, another organization's endpoint hanging: the healthy one's event→receipt p99",
+      measured: receiptMeasure(hanging.healthy),
+      target: "≤ 1,000 ms",
+      met: receiptsMet(hanging.healthy),
+    });
+  }
+  return list;
+}
 
 /** The issue's targets, checked against whatever scenarios ran. */
 export function targets(report: BenchReport): Target[] {
@@ -148,7 +216,16 @@ export function targets(report: BenchReport): Target[] {
       },
     );
   }
-  const peaks = [report.results.accept64, report.results.accept64Worker, accept256, endToEnd, priority]
+  list.push(...webhookTargets(report));
+  const peaks = [
+    report.results.accept64,
+    report.results.accept64Worker,
+    accept256,
+    endToEnd,
+    report.results.endToEndWebhooks,
+    report.results.webhooksHanging,
+    priority,
+  ]
     .filter((r) => r !== undefined)
     .map((r) => r.peakRss as PeakRss);
   if (peaks.length > 0) {
@@ -230,6 +307,7 @@ export function renderMarkdown(report: BenchReport): string {
       "",
     );
   }
+  lines.push(...webhookParagraphs(results.endToEndWebhooks, results.webhooksHanging));
   const p = results.priority;
   if (p) {
     lines.push(
@@ -259,4 +337,62 @@ export function renderMarkdown(report: BenchReport): string {
     lines.push("");
   }
   return `${lines.join("\n")}\n`;
+}
+
+function receiptsLine(r: Receipts): string {
+  const latency =
+    r.received === 0
+      ? "**no receipts**: no event→receipt latency to report"
+      : `event→receipt p50 ${fmt(r.eventToReceiptMs.p50, 1)} ms, **p99 ${fmt(r.eventToReceiptMs.p99, 1)} ms**, max ${fmt(r.eventToReceiptMs.max, 1)} ms`;
+  return (
+    `receipts: ${fmt(r.received)} of ${fmt(r.expected)} final events delivered at least once` +
+    `${r.allWithinBound ? "" : ` (**${fmt(r.expected - r.received)} missing** ${r.boundS} s after the last final event)`}, ` +
+    `${fmt(r.duplicates)} duplicates; ${latency}` +
+    `${r.trailS === null ? "" : `; the last receipt ${r.trailS} s after the last final event`}; ` +
+    `signatures checked with standardwebhooks ${fmt(r.signatures.checked)} (a sample), ${fmt(r.signatures.failed)} failed; ` +
+    `${fmt(r.wrongOrganization)} bodies of another organization, ${fmt(r.unparsable)} unparsable; ` +
+    `${fmt(r.requests)} requests in all to ${fmt(r.paths)} paths (${fmt(r.otherRequests)} of events outside the measured window)`
+  );
+}
+
+function untilReceiptsLine(until: UntilSettled, r: Receipts): string {
+  const why = r.allWithinBound
+    ? "the dispatcher's work that trails the messages included"
+    : "**the wait ran to its bound, so this includes idle time: not a cost per message**";
+  return `until the receipts were in (${until.waitS} s more; ${why}): ${JSON.stringify(until.cpuUsPerMessage)}`;
+}
+
+function webhookParagraphs(
+  withHooks: EndToEndWebhooksResult | undefined,
+  hanging: WebhooksHangingResult | undefined,
+): string[] {
+  const lines: string[] = [];
+  if (withHooks) {
+    const e = withHooks.events;
+    lines.push(
+      `End to end with status webhooks: ${fmt(withHooks.endpoints)} endpoints (one per organization, final events) on the local receiver; ` +
+        `${fmt(withHooks.messages)} messages by 64 connections (${fmt(withHooks.accept.errors)} errors), accepted at ${fmt(withHooks.acceptedPerS)} msg/s; ` +
+        `first accepted → last final event ${e.spanS} s = **${fmt(withHooks.messagesPerS)} msg/s**` +
+        `${withHooks.allFinalWithinBound ? "" : ` (**only ${fmt(e.messages)} final within the 120 s bound**)`}; ` +
+        `accept→final p50 ${fmt(e.acceptToFinalMs.p50)} ms, p99 ${fmt(e.acceptToFinalMs.p99)} ms; outcomes ${JSON.stringify(e.byStatus)}; ` +
+        `${receiptsLine(withHooks.receipts)}. CPU µs per message until all final (as e2e): ${JSON.stringify(withHooks.cpuUsPerMessage)}; ` +
+        `${untilReceiptsLine(withHooks.untilReceipts, withHooks.receipts)}.`,
+      "",
+    );
+  }
+  if (hanging) {
+    const h = hanging.hanging;
+    lines.push(
+      `Status webhooks with a hanging endpoint (${hanging.durationS} s, ${hanging.ratePerS} SMS/s from each of two organizations, worker's webhook settings at their defaults): ` +
+        `B (healthy endpoint) ${fmt(hanging.accept.healthy.statuses["202"] ?? 0)} accepted, ${receiptsLine(hanging.healthy)}. ` +
+        `A (endpoint never answers) ${fmt(hanging.accept.hanging.statuses["202"] ?? 0)} accepted, ${fmt(h.finalEvents)} final events owed to its endpoint: ` +
+        `the receiver got ${fmt(h.requests)} requests, at most ${fmt(h.maxOpen)} held open at once, ${fmt(h.openNow)} still open at the end; ` +
+        `${fmt(h.closedBySender)} closed by the sender after ${fmt(h.heldMs.p50)} ms (median; max ${fmt(h.heldMs.max)} ms); ` +
+        `the service recorded attempts ${JSON.stringify(h.attemptsRecorded)} and held ${fmt(h.deliveriesLeft)} deliveries for it at the end. ` +
+        `CPU µs per message (A's and B's) until all final: ${JSON.stringify(hanging.cpuUsPerMessage)}; ` +
+        `${untilReceiptsLine(hanging.untilReceipts, hanging.healthy)}.`,
+      "",
+    );
+  }
+  return lines;
 }

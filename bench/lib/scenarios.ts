@@ -17,10 +17,12 @@ export interface Settings extends StackOptions {
   floodMessages: number;
   otpMessages: number;
   otpRatePerS: number;
+  /** Messages per second each organization sends in scenario webhooks-hanging. */
+  webhookRatePerS: number;
 }
 
 const SMS_PATH = "/api/v1/notifications/sms";
-const smsBody = (notificationType?: string) =>
+export const smsBody = (notificationType?: string) =>
   JSON.stringify({
     payload: { to: "+14155550100", body: "Your code is 123456", sender: BENCH_SENDER },
     ...(notificationType ? { notification_type: notificationType } : {}),
@@ -40,7 +42,7 @@ export interface LoadScenarioResult extends LoadResult {
   peakRss: PeakRss;
 }
 
-function perRequest(cpu: CpuUsage, requests: number): Record<string, number> {
+export function perRequest(cpu: CpuUsage, requests: number): Record<string, number> {
   const per = (ms: number) => Math.round((ms * 1000) / Math.max(1, requests));
   return {
     web: per(cpu.web),
@@ -49,6 +51,7 @@ function perRequest(cpu: CpuUsage, requests: number): Record<string, number> {
     redis: per(cpu.redis),
     loadGenerator: per(cpu.loadGenerator),
     machine: per(cpu.machineBusy),
+    ...(cpu.receiver === undefined ? {} : { receiver: per(cpu.receiver) }),
   };
 }
 
@@ -71,7 +74,7 @@ async function measured(
   };
 }
 
-async function withStack<T>(
+export async function withStack<T>(
   label: string,
   settings: Settings,
   body: (stack: Stack) => Promise<T>,
@@ -264,7 +267,7 @@ async function unfinished(sql: postgres.Sql, notificationType?: string): Promise
 }
 
 /** Polls until every (such) message is final; false if some are not within `timeoutMs`. */
-async function waitUntilFinished(
+export async function waitUntilFinished(
   sql: postgres.Sql,
   timeoutMs: number,
   options: { notificationType?: string; pollMs?: number } = {},
@@ -299,41 +302,82 @@ export interface ReadResult extends LoadScenarioResult {
   knownIds: number;
 }
 
+/**
+ * The CPU of a window that goes on past the moment every message was final, to the end of a wait
+ * (the webhook scenarios' wait for their receipts): the work that trails the messages, and, when
+ * the wait runs to its bound, idle time too.
+ */
+export interface UntilSettled {
+  /** Seconds from the moment every message was final to the end of the wait. */
+  waitS: number;
+  cpuMs: CpuUsage;
+  cpuUsPerMessage: Record<string, number>;
+}
+
+/**
+ * The measured part of scenario 3 (end to end) on a started stack: the worker started, 2,000
+ * messages to warm up (let finish), then `e2eMessages` as fast as they are accepted, until every
+ * one is final. The CPU per message is read then, as e2e reports it; `settle`, if given, runs
+ * after that (the webhook scenario waits there for its receipts) and the CPU is read again at its
+ * end (`untilSettled`). `receiver` adds the webhook receiver's CPU.
+ */
+export async function measureEndToEnd(
+  stack: Stack,
+  settings: Settings,
+  options: { receiver?: { cpuMs: () => number }; settle?: (since: Date) => Promise<void> } = {},
+): Promise<{ endToEnd: EndToEndResult; untilSettled?: UntilSettled }> {
+  await stack.startWorker();
+  const request = postSms(stack, { connections: 64, body: smsBody() });
+  // Warm both processes up, then let the warm-up messages finish.
+  await load({ ...request, amount: Math.min(2000, settings.e2eMessages) });
+  await waitUntilFinished(stack.sql, 60_000);
+
+  const processes = () => ({ web: stack.web, worker: stack.worker });
+  const monitor = new RssMonitor(processes);
+  const cpuNow = () => cpuSnapshot({ ...processes(), receiver: options.receiver });
+  const before = cpuNow();
+  const since = new Date();
+  const started = Date.now();
+  const accept = await load({ ...request, amount: settings.e2eMessages });
+  const allFinal = await waitUntilFinished(stack.sql, 120_000);
+  const wallS = (Date.now() - started) / 1000;
+  const cpu = cpuDelta(before, cpuNow());
+  let untilSettled: UntilSettled | undefined;
+  if (options.settle) {
+    const settling = Date.now();
+    await options.settle(since);
+    const cpuSettled = cpuDelta(before, cpuNow());
+    untilSettled = {
+      waitS: Math.round((Date.now() - settling) / 100) / 10,
+      cpuMs: cpuSettled,
+      cpuUsPerMessage: perRequest(cpuSettled, settings.e2eMessages),
+    };
+  }
+  monitor.stop();
+  const events = await finalLatency(stack.sql, since);
+  const endToEnd: EndToEndResult = {
+    messages: settings.e2eMessages,
+    allFinalWithinBound: allFinal,
+    accept,
+    wallS: Math.round(wallS * 100) / 100,
+    messagesPerS: Math.round(events.messages / events.spanS),
+    acceptedPerS: Math.round(events.messages / events.acceptSpanS),
+    events,
+    cpuMs: cpu,
+    cpuUsPerMessage: perRequest(cpu, settings.e2eMessages),
+    peakRss: monitor.peak,
+  };
+  return { endToEnd, untilSettled };
+}
+
 /** Scenario 3 (end to end) and, on the same data, scenario 5 (read). */
 export async function endToEndAndReadScenario(
   settings: Settings,
   runRead: boolean,
 ): Promise<{ endToEnd: EndToEndResult; read: ReadResult | undefined }> {
   return withStack("e2e", settings, async (stack) => {
-    await stack.startWorker();
-    const request = postSms(stack, { connections: 64, body: smsBody() });
-    // Warm both processes up, then let the warm-up messages finish.
-    await load({ ...request, amount: Math.min(2000, settings.e2eMessages) });
-    await waitUntilFinished(stack.sql, 60_000);
-
+    const { endToEnd } = await measureEndToEnd(stack, settings);
     const processes = () => ({ web: stack.web, worker: stack.worker });
-    const monitor = new RssMonitor(processes);
-    const before = cpuSnapshot(processes());
-    const since = new Date();
-    const started = Date.now();
-    const accept = await load({ ...request, amount: settings.e2eMessages });
-    const allFinal = await waitUntilFinished(stack.sql, 120_000);
-    const wallS = (Date.now() - started) / 1000;
-    const cpu = cpuDelta(before, cpuSnapshot(processes()));
-    monitor.stop();
-    const events = await finalLatency(stack.sql, since);
-    const endToEnd: EndToEndResult = {
-      messages: settings.e2eMessages,
-      allFinalWithinBound: allFinal,
-      accept,
-      wallS: Math.round(wallS * 100) / 100,
-      messagesPerS: Math.round(events.messages / events.spanS),
-      acceptedPerS: Math.round(events.messages / events.acceptSpanS),
-      events,
-      cpuMs: cpu,
-      cpuUsPerMessage: perRequest(cpu, settings.e2eMessages),
-      peakRss: monitor.peak,
-    };
     if (!runRead) return { endToEnd, read: undefined };
 
     const keyOf = new Map(stack.organizations.map((o) => [o.id, o.apiKey]));

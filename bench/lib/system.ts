@@ -111,6 +111,24 @@ export function cpuMs(pid: number): number {
   }
 }
 
+/**
+ * CPU time a process has used so far plus that of its children it has reaped, in milliseconds.
+ * Postgres backends exit when their connection closes, and their CPU then moves into the
+ * postmaster's reaped-children time: summed over every postgres process this way, the total only
+ * grows, where the live processes' own time alone drops whenever a backend exits.
+ */
+export function cpuMsWithReaped(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime, stime, cutime, cstime: fields 14 to 17 of proc(5).
+    const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+    return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
 /** Every process whose command name is `name` (e.g. postgres backends, redis-server). */
 export function pidsNamed(name: string): number[] {
   const pids: number[] = [];
