@@ -75,12 +75,16 @@ in_flight as (
   select * from json_to_recordset($3::json) as i(endpoint_id uuid, attempts integer)
 ),
 due_endpoints as (
-  select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
-    w.previous_secret_expires_at, w.updated_at, $2::integer - coalesce(i.attempts, 0) as slots
+  select w.*, $2::integer - coalesce(i.attempts, 0) as slots
   from firsts f
-  join webhook_endpoints w on w.id = f.endpoint_id
-  left join in_flight i on i.endpoint_id = w.id
-  where w.enabled and f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
+  -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
+  -- join that would read every endpoint).
+  cross join lateral (
+    select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
+      w.previous_secret_expires_at, w.updated_at
+    from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
+  left join in_flight i on i.endpoint_id = f.endpoint_id
+  where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
   order by f.next_attempt_at
   limit $1::integer
 ),

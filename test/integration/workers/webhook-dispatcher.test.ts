@@ -4,6 +4,7 @@ import { Webhook as StandardWebhook } from "standardwebhooks";
 import { Webhook as SvixWebhook } from "svix";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createMetrics } from "../../../src/observability/metrics.js";
 import { createOutboundAgent, outboundFetch } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
 import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
@@ -353,6 +354,83 @@ describe("webhook dispatcher", () => {
     const row = await endpointRow(endpoint.id);
     expect(row).toMatchObject({ enabled: true, disabled_reason: null });
     expect(row?.failing_since).toEqual(attempts[0]?.attempted_at);
+  });
+
+  it("given an endpoint failing without a success for longer than 5 days, when one more attempt fails, then it is disabled as failing and its deliveries stay", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/dead", ["message.accepted"]);
+    behaviours.set("/dead", () => ({ status: 500 }));
+    await h.sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute'
+      where id = ${endpoint.id}`;
+    dispatcher();
+    await send(org.apiKey);
+
+    await eventually(
+      async () => ((await endpointRow(endpoint.id))?.enabled === false ? true : undefined),
+      10_000,
+      "disabled",
+    );
+    expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: false, disabled_reason: "failing" });
+    const attempts = await attemptsOf(endpoint.id);
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({ status_code: 500, gave_up: false });
+    expect(await deliveriesLeft(endpoint.id)).toBe(1);
+    const read = await call(org.apiKey, "GET", `/api/v1/webhooks/endpoints/${endpoint.id}`);
+    expect(await read.json()).toMatchObject({ enabled: false, disabled_reason: "failing" });
+  });
+
+  it("given a success after failures, then the endpoint's failing time is cleared", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/recovered", ["message.accepted"]);
+    await h.sql`update webhook_endpoints set failing_since = now() - interval '1 day' where id = ${endpoint.id}`;
+    dispatcher();
+    await send(org.apiKey);
+
+    await eventually(
+      async () => ((await deliveriesLeft(endpoint.id)) === 0 ? true : undefined),
+      10_000,
+      "delivered",
+    );
+    expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: true, failing_since: null });
+  });
+
+  it("counts attempts by outcome, the lag to a 2xx, the backlog and the endpoints disabled", async () => {
+    const org = await onboard(h);
+    const ok = await createEndpoint(org.apiKey, "/metrics/ok", ["message.accepted"]);
+    const gone = await createEndpoint(org.apiKey, "/metrics/gone", ["message.accepted"]);
+    behaviours.set("/metrics/gone", () => ({ status: 410 }));
+    const metrics = createMetrics({ process: "worker", db: h.db });
+    dispatcher({ metrics, endpointConcurrency: 1 });
+    await Promise.all([send(org.apiKey), send(org.apiKey)]);
+
+    await eventually(
+      async () => ((await deliveriesLeft(ok.id)) === 0 ? true : undefined),
+      10_000,
+      "delivered",
+    );
+    await eventually(
+      async () => ((await endpointRow(gone.id))?.enabled === false ? true : undefined),
+      10_000,
+      "disabled",
+    );
+    const text = await metrics.registry.metrics();
+    const sample = (name: string, labels: Record<string, string> = {}) => {
+      const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+      const line = text.split("\n").find((l) => {
+        const match = /^([^{ ]+)\{([^}]*)\} /.exec(l);
+        return match?.[1] === name && wanted.every((pair) => match[2]?.split(",").includes(pair));
+      });
+      return line ? Number(line.split(" ").at(-1)) : undefined;
+    };
+    expect(sample("notification_webhook_attempts_total", { outcome: "success" })).toBe(2);
+    // A second 410 may come in while the first is being settled.
+    expect(sample("notification_webhook_attempts_total", { outcome: "http" })).toBe(
+      (await attemptsOf(gone.id)).length,
+    );
+    expect(sample("notification_webhook_delivery_lag_seconds_count")).toBe(2);
+    expect(sample("notification_webhook_endpoints_disabled", { reason: "gone" })).toBeGreaterThanOrEqual(1);
+    const [left] = await h.sql<Array<{ n: number }>>`select count(*)::int as n from webhook_deliveries`;
+    expect(sample("notification_webhook_deliveries_backlog", { state: "waiting" })).toBe(left?.n);
   });
 
   it("given an endpoint answering 410, then it is disabled, the event given up, the rest kept, and re-enabling it resumes them", async () => {
