@@ -305,6 +305,25 @@ describe("webhook dispatcher", () => {
     expect(attempts.every((a) => a.status_code === 200 && a.error_class === null && !a.gave_up)).toBe(true);
   });
 
+  it("given two dispatchers at once, then each event is claimed by one of them and POSTed once", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/shared");
+    dispatcher({ endpointConcurrency: 2 });
+    dispatcher({ endpointConcurrency: 2 });
+    const ids = await Promise.all(Array.from({ length: 30 }, () => send(org.apiKey)));
+    await final(ids);
+    const events = await sendableEvents(ids);
+
+    await receivedAll("/shared", events, "every event");
+    await eventually(
+      async () => ((await deliveriesLeft(endpoint.id)) === 0 ? true : undefined),
+      10_000,
+      "settled",
+    );
+    expect(at("/shared")).toHaveLength(events.size);
+    expect((await attemptsOf(endpoint.id)).map((a) => a.status_code)).toEqual([...events].map(() => 200));
+  });
+
   it("given an endpoint answering 500 once per event, then each event is retried on the schedule and delivered, and the endpoint is not failing after", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/flaky");
