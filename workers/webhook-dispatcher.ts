@@ -117,7 +117,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     return opened;
   }
 
-  async function attempt(delivery: ClaimedDelivery): Promise<void> {
+  /** Makes one attempt; true when its outcome waits to be settled, false when there is none to record. */
+  async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
     const at = deps.now();
@@ -164,7 +165,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       );
       // Cut short by the shutdown: not the endpoint's doing, and not recorded; the lease runs out
       // and another process (or this one, restarted) tries again.
-      if (shutdown.signal.aborted && sent.outcome.errorClass !== null) return;
+      if (shutdown.signal.aborted && sent.outcome.errorClass !== null) return false;
       retryAfter = sent.retryAfter;
       settlement = { ...base, attemptedAt: at, durationMs: sent.durationMs, ...sent.outcome };
     }
@@ -195,6 +196,19 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         next satisfies never;
     }
     deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    return true;
+  }
+
+  /**
+   * Frees a delivery's slots once its outcome is settled (or it has none): until then it counts
+   * against the caps, so that after a 410 or a failure the endpoint gets no new attempt from this
+   * process before the endpoint's state and the message's order say whether it may.
+   */
+  function release(endpointId: string): void {
+    inFlight--;
+    const left = (inFlightByEndpoint.get(endpointId) ?? 1) - 1;
+    if (left > 0) inFlightByEndpoint.set(endpointId, left);
+    else inFlightByEndpoint.delete(endpointId);
   }
 
   function start(delivery: ClaimedDelivery): void {
@@ -205,12 +219,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       .catch((error: unknown) => {
         // A bug, not an endpoint's failure: the lease runs out and the delivery is tried again.
         deps.logger.error({ err: error, deliveryId: delivery.id }, "webhook attempt failed unexpectedly");
+        return false;
       })
-      .finally(() => {
-        inFlight--;
-        const left = (inFlightByEndpoint.get(endpointId) ?? 1) - 1;
-        if (left > 0) inFlightByEndpoint.set(endpointId, left);
-        else inFlightByEndpoint.delete(endpointId);
+      .then((recorded) => {
+        if (!recorded) release(endpointId);
         attempts.delete(running);
         settleSoon();
       });
@@ -232,6 +244,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       try {
         const disabled = await settleDeliveries(deps.sql, batch, { now: deps.now(), failingDisableMs });
         failures = 0;
+        for (const settled of batch) release(settled.endpointId);
         for (const { endpointId, reason } of disabled) {
           deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
         }
@@ -245,7 +258,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
             { err: error, unsettled: outcomes.length },
             "webhook attempts left unsettled at shutdown",
           );
-          outcomes.length = 0;
+          for (const unsettled of outcomes.splice(0)) release(unsettled.endpointId);
           return;
         }
         if (deps.database?.reportFailure(error)) {

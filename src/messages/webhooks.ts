@@ -203,7 +203,15 @@ export async function sendWebhook(
 ): Promise<SentWebhook> {
   const headers = webhookHeaders(secrets, event.id, at, event.body);
   const started = performance.now();
-  const timeout = AbortSignal.timeout(timeoutMs);
+  // One controller per attempt, not AbortSignal.any over the dispatcher's long-lived signal, which
+  // would keep a dependent signal per attempt alive on it.
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException("webhook attempt timed out", "TimeoutError")),
+    timeoutMs,
+  );
+  const abort = () => controller.abort();
+  signal?.addEventListener("abort", abort, { once: true });
   let outcome: AttemptOutcome;
   let retryAfter: string | null = null;
   try {
@@ -211,13 +219,16 @@ export async function sendWebhook(
       method: "POST",
       headers,
       body: event.body,
-      signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+      signal: controller.signal,
     });
     outcome = attemptOutcome({ status: response.status });
     retryAfter = response.headers.get("retry-after");
     await response.body?.cancel().catch(() => undefined);
   } catch (error) {
     outcome = attemptOutcome({ error });
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", abort);
   }
   return { outcome, retryAfter, attemptedAt: at, durationMs: Math.round(performance.now() - started) };
 }
