@@ -170,7 +170,17 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     registers: worker ? [registry] : [],
   });
   if (db) {
-    const webhookState = async () => {
+    // One query for both gauges: a scrape collects them at once and shares the answer.
+    let reading:
+      | Promise<{ deliveries: number; due: number; gone: number; failing: number } | undefined>
+      | undefined;
+    const webhookState = () => {
+      reading ??= readWebhookState().finally(() => {
+        reading = undefined;
+      });
+      return reading;
+    };
+    const readWebhookState = async () => {
       const rows = await db.execute<{ deliveries: number; due: number; gone: number; failing: number }>(
         sql`select (select count(*) from webhook_deliveries)::integer as deliveries,
               (select count(*) from webhook_deliveries where next_attempt_at <= now())::integer as due,

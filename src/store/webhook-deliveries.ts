@@ -246,22 +246,26 @@ function endpointSummaries(settlements: readonly DeliverySettlement[]) {
     if (list) list.push(s);
     else byEndpoint.set(s.endpointId, [s]);
   }
-  return [...byEndpoint].map(([endpointId, list]) => {
-    const successes = list.filter((s) => s.result === "delivered").map((s) => s.attemptedAt.getTime());
-    const lastSuccess = successes.length > 0 ? Math.max(...successes) : undefined;
-    const failuresAfter = list
-      .filter(
-        (s) =>
-          s.result !== "delivered" && (lastSuccess === undefined || s.attemptedAt.getTime() > lastSuccess),
-      )
-      .map((s) => s.attemptedAt.getTime());
-    return {
-      endpoint_id: endpointId,
-      succeeded: lastSuccess !== undefined,
-      failing_from: failuresAfter.length > 0 ? new Date(Math.min(...failuresAfter)).toISOString() : null,
-      gone: list.some((s) => s.result === "gone"),
-    };
-  });
+  // In endpoint order: two workers settling at once then tend to lock endpoint rows in the same
+  // order (the plan follows this list); a deadlock all the same fails one settle, which is retried.
+  return [...byEndpoint]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([endpointId, list]) => {
+      const successes = list.filter((s) => s.result === "delivered").map((s) => s.attemptedAt.getTime());
+      const lastSuccess = successes.length > 0 ? Math.max(...successes) : undefined;
+      const failuresAfter = list
+        .filter(
+          (s) =>
+            s.result !== "delivered" && (lastSuccess === undefined || s.attemptedAt.getTime() > lastSuccess),
+        )
+        .map((s) => s.attemptedAt.getTime());
+      return {
+        endpoint_id: endpointId,
+        succeeded: lastSuccess !== undefined,
+        failing_from: failuresAfter.length > 0 ? new Date(Math.min(...failuresAfter)).toISOString() : null,
+        gone: list.some((s) => s.result === "gone"),
+      };
+    });
 }
 
 /**
