@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { SqlClient } from "../db/client.js";
 import {
   messageWebhookBody,
@@ -74,6 +75,7 @@ export interface WebhookDispatcher {
 export const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_IDLE = { min: 50, max: 250 };
 const MAX_SETTLE_BATCH = 500;
+const MIN_CLAIM_GAP_MS = 5;
 const MAX_ERROR_BACKOFF_MS = 5_000;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
@@ -267,9 +269,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
           if (failures === 1 || failures % 20 === 0) {
             deps.logger.warn({ err: error, failures }, "settling webhook attempts failed; retrying");
           }
-          await new Promise((resolve) =>
-            setTimeout(resolve, Math.min(MAX_ERROR_BACKOFF_MS, 50 * 2 ** failures)),
-          );
+          await sleep(Math.min(MAX_ERROR_BACKOFF_MS, 50 * 2 ** failures));
         }
       }
     }
@@ -277,6 +277,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   const loop = (async () => {
     let idleMs = idle.min;
+    let lastClaimAt = Number.NEGATIVE_INFINITY;
     let failures = 0;
     while (!stopped) {
       if (deps.database && !deps.database.available) {
@@ -288,6 +289,11 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         await pause(idle.max);
         continue;
       }
+      // Settles come every few milliseconds under load, each waking the loop: claims are spaced
+      // by a few milliseconds at least, so that each takes what several settles freed.
+      const sinceLastClaim = performance.now() - lastClaimAt;
+      if (sinceLastClaim < MIN_CLAIM_GAP_MS) await sleep(MIN_CLAIM_GAP_MS - sinceLastClaim);
+      lastClaimAt = performance.now();
       let claimed: ClaimedDelivery[];
       try {
         claimed = await claimDueDeliveries(deps.sql, {
