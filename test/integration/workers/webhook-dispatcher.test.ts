@@ -373,6 +373,16 @@ describe("webhook dispatcher", () => {
     const row = await endpointRow(endpoint.id);
     expect(row).toMatchObject({ enabled: true, disabled_reason: null });
     expect(row?.failing_since).toEqual(attempts[0]?.attempted_at);
+    // The API shows it: newest first, the last attempt given up.
+    const listed = await call(org.apiKey, "GET", `/api/v1/webhooks/endpoints/${endpoint.id}/attempts`);
+    const { attempts: records } = (await listed.json()) as {
+      attempts: Array<{ gave_up: boolean; next_retry_at: string | null; error: { class: string } | null }>;
+    };
+    expect(records.map((a) => [a.gave_up, a.next_retry_at === null, a.error?.class])).toEqual([
+      [true, true, "http"],
+      [false, false, "http"],
+      [false, false, "http"],
+    ]);
   });
 
   it("given an endpoint failing without a success for longer than 5 days, when one more attempt fails, then it is disabled as failing and its deliveries stay", async () => {

@@ -75,7 +75,15 @@ export const webhookAttemptRecord = z
     duration_ms: z.int(),
     error: z
       .object({
-        class: z.enum(["http", "redirect", "timeout", "connection", "address_refused"]),
+        class: z.enum([
+          "http",
+          "redirect",
+          "timeout",
+          "connection",
+          "address_refused",
+          "secret_unreadable",
+          "not_sendable",
+        ]),
         code: z.string().meta({ example: "http_500" }),
       })
       .nullable()
@@ -83,12 +91,17 @@ export const webhookAttemptRecord = z
         description:
           "Why it failed: `http` (a status other than 2xx/3xx), `redirect` (a 3xx: never followed), " +
           "`timeout`, `connection` (code as the system names it, e.g. ECONNREFUSED), `address_refused` " +
-          "(a private address the operator does not allow)",
+          "(a private address the operator does not allow), `secret_unreadable` (nothing sent: the secret " +
+          "was sealed under another WEBHOOK_SECRET_KEY; rotate it), `not_sendable` (nothing sent)",
       }),
     next_retry_at: z.iso
       .datetime()
       .nullable()
       .meta({ description: "When it is tried again; null: not retried" }),
+    gave_up: z.boolean().meta({
+      description:
+        "This was the event's last attempt and it failed: the retries were spent, or the endpoint answered 410",
+    }),
   })
   .meta({ id: "WebhookAttempt" });
 
@@ -109,6 +122,7 @@ export function toAttemptRecord(attempt: WebhookAttempt): z.output<typeof webhoo
             code: attempt.errorCode ?? "",
           },
     next_retry_at: attempt.nextRetryAt?.toISOString() ?? null,
+    gave_up: attempt.gaveUp,
   };
 }
 
