@@ -7,7 +7,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../../src/observability/metrics.js";
 import { createOutboundAgent, outboundFetch } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
-import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
+import {
+  claimDueDeliveries,
+  type DeliverySettlement,
+  settleDeliveries,
+} from "../../../src/store/webhook-deliveries.js";
 import {
   startWebhookDispatcher,
   type WebhookDispatcher,
@@ -603,5 +607,65 @@ describe("webhook dispatcher", () => {
     expect(attempt?.next_retry_at).not.toBeNull();
     expect(at("/private")).toHaveLength(0);
     expect(await deliveriesLeft(endpoint.id)).toBe(1);
+  });
+});
+
+describe("settleDeliveries", () => {
+  let unknownDeliveries = 0;
+  const settlement = (
+    endpointId: string,
+    organizationId: string,
+    at: string,
+    result: DeliverySettlement["result"],
+  ) =>
+    ({
+      deliveryId: -++unknownDeliveries, // no such delivery: only the attempt and the endpoint are written
+      endpointId,
+      organizationId,
+      attemptId: uuidv7(),
+      eventId: "evt_x_1",
+      eventType: "message.accepted",
+      attemptedAt: new Date(at),
+      durationMs: 1,
+      statusCode: result === "delivered" ? 200 : 500,
+      errorClass: result === "delivered" ? null : "http",
+      errorCode: result === "delivered" ? null : "http_500",
+      result,
+      ...(result === "retry" ? { retryAt: new Date(Date.parse(at) + 1000) } : {}),
+    }) satisfies DeliverySettlement;
+
+  it("given failures around a success in one batch, then the endpoint fails since the first failure after the success", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/settle");
+    const options = { now: new Date("2026-11-25T12:00:00.000Z"), failingDisableMs: 5 * 86_400_000 };
+    const s = (at: string, result: DeliverySettlement["result"]) =>
+      settlement(endpoint.id, org.id, at, result);
+
+    await settleDeliveries(
+      h.sql,
+      [
+        s("2026-11-25T10:00:00.000Z", "retry"),
+        s("2026-11-25T10:01:00.000Z", "delivered"),
+        s("2026-11-25T10:03:00.000Z", "retry"),
+        s("2026-11-25T10:02:00.000Z", "retry"),
+      ],
+      options,
+    );
+    expect((await endpointRow(endpoint.id))?.failing_since).toBe(Date.parse("2026-11-25T10:02:00.000Z"));
+
+    // A later failure keeps the time it started failing; a success clears it.
+    await settleDeliveries(h.sql, [s("2026-11-25T11:00:00.000Z", "retry")], options);
+    expect((await endpointRow(endpoint.id))?.failing_since).toBe(Date.parse("2026-11-25T10:02:00.000Z"));
+    await settleDeliveries(h.sql, [s("2026-11-25T11:30:00.000Z", "delivered")], options);
+    expect((await endpointRow(endpoint.id))?.failing_since).toBeNull();
+    expect(await attemptsOf(endpoint.id)).toHaveLength(6);
+
+    // Failing since more than 5 days before `now`: disabled, and the statement says so.
+    const earlier = { ...options, now: new Date("2026-11-25T10:00:00.000Z") };
+    expect(await settleDeliveries(h.sql, [s("2026-11-20T11:00:00.000Z", "retry")], earlier)).toEqual([]);
+    expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: true });
+    const disabled = await settleDeliveries(h.sql, [s("2026-11-25T11:59:00.000Z", "retry")], options);
+    expect(disabled).toEqual([{ endpointId: endpoint.id, reason: "failing" }]);
+    expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: false, disabled_reason: "failing" });
   });
 });
