@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "bullmq";
+import { v7 as uuidv7 } from "uuid";
 import { createDatabase } from "../db/client.js";
 import { RENDER_DEADLINE_MS, renderSandbox } from "../src/channels/email/templates/sandbox.js";
 import { createProviders, type Providers } from "../src/channels/index.js";
@@ -8,9 +9,11 @@ import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
 import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
+import { createOutboundAgent, outboundFetch } from "../src/runtime/outbound/outbound-fetch.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
+import { webhookSecrets } from "../src/runtime/webhook-secrets.js";
 import { createContentVault } from "../src/store/content.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
@@ -21,6 +24,7 @@ import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
 import { sweep } from "./sweeper.js";
+import { startWebhookDispatcher } from "./webhook-dispatcher.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
 const PRUNE_INTERVAL_MS = 60_000;
@@ -150,6 +154,28 @@ async function main(): Promise<void> {
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
 
+  // Status webhooks: POSTs the deliveries the fan-out trigger writes (docs/decisions/0036). Only
+  // Postgres is involved, so it pauses with the database gate and not with Redis.
+  const secrets = webhookSecrets(config);
+  if (secrets.development) {
+    logger.warn("WEBHOOK_SECRET_KEY is unset: webhook secrets are sealed under the public development key");
+  }
+  const webhooks = startWebhookDispatcher({
+    sql,
+    logger,
+    secrets,
+    // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
+    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
+    newId: uuidv7,
+    now: () => new Date(),
+    random: Math.random,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    endpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+    leaseMs: config.WEBHOOK_LEASE_MS,
+    metrics,
+    database,
+  });
+
   logger.info(
     {
       concurrency: config.WORKER_CONCURRENCY,
@@ -160,6 +186,8 @@ async function main(): Promise<void> {
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
+    // Attempts under way get a few seconds; one cut short is tried again once its lease is over.
+    const webhooksStopped = webhooks.stop(Math.min(5_000, config.SHUTDOWN_TIMEOUT_MS / 4));
     database.close();
     redisHealth.close();
     await ops?.close();
@@ -177,6 +205,7 @@ async function main(): Promise<void> {
     // After the jobs: any render they still wait for finishes first.
     await renderSandbox.close();
     await periodicStopped;
+    await webhooksStopped;
     await relay.stop();
     await Promise.all(Object.values(providers).map((provider) => provider.close?.()));
     await queue.close();

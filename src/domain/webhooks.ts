@@ -133,6 +133,84 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
   10 * 3_600_000,
 ];
 
+/**
+ * How much a retry's delay varies either way (a fraction of it): ±20 %, so the deliveries that
+ * failed together (an endpoint that was down) do not all come back at the same instant.
+ */
+export const WEBHOOK_RETRY_JITTER = 0.2;
+
+/** The longest `Retry-After` honoured: a longer one waits this long (the schedule's longest delay). */
+export const WEBHOOK_MAX_RETRY_AFTER_MS = 10 * 3_600_000;
+
+/** What came of one POST, as far as what happens next depends on it. */
+export interface WebhookAttemptResult {
+  /** The endpoint's HTTP status; null when none came (time-out, connection error, address refused). */
+  statusCode: number | null;
+  /** The answer's `Retry-After` header, if it had one. */
+  retryAfter?: string | null;
+}
+
+/** What happens to a delivery after an attempt. */
+export type WebhookNextStep =
+  /** A 2xx: delivered. */
+  | { step: "delivered" }
+  /** A failure with retries left: tried again at `at`. */
+  | { step: "retry"; at: Date }
+  /** A failure after the schedule's last delay: given up. */
+  | { step: "give_up" }
+  /** A 410 Gone: the endpoint is disabled (`disabled_reason = 'gone'`) and this delivery given up. */
+  | { step: "disable_endpoint" };
+
+/** Whether an endpoint's answer is a success: any 2xx (a 3xx is a failure: redirects are never followed). */
+export function isWebhookSuccess(statusCode: number | null): boolean {
+  return statusCode !== null && statusCode >= 200 && statusCode < 300;
+}
+
+/**
+ * What follows the `attemptsMade`-th attempt of a delivery (1 for the first), from its result:
+ * - a 2xx is delivered; a 410 disables the endpoint; anything else (another status, a 3xx, a
+ *   time-out, a connection error, an address refused) is a failure;
+ * - a failure is retried after `delaysMs[attemptsMade - 1]` (the issue's schedule: 5 s, 5 min,
+ *   30 min, 2 h, 5 h, 10 h, 10 h), varied by ±{@link WEBHOOK_RETRY_JITTER} with `random()` in [0, 1);
+ *   after the last delay it is given up;
+ * - a 429 or 503 with a `Retry-After` (seconds or an HTTP date) waits at least that long, at most
+ *   {@link WEBHOOK_MAX_RETRY_AFTER_MS}; never less than the schedule says, and it adds no attempt
+ *   (one that comes after the last delay is given up all the same).
+ * `delaysMs` is the issue's schedule; tests pass a short one.
+ */
+export function nextWebhookAttempt(
+  attemptsMade: number,
+  result: WebhookAttemptResult,
+  random: () => number,
+  now: Date,
+  delaysMs: readonly number[] = WEBHOOK_RETRY_DELAYS_MS,
+): WebhookNextStep {
+  if (isWebhookSuccess(result.statusCode)) return { step: "delivered" };
+  if (result.statusCode === 410) return { step: "disable_endpoint" };
+  const scheduled = delaysMs[attemptsMade - 1];
+  if (scheduled === undefined) return { step: "give_up" };
+  let delay = scheduled * (1 + WEBHOOK_RETRY_JITTER * (2 * random() - 1));
+  if (result.statusCode === 429 || result.statusCode === 503) {
+    const asked = retryAfterMs(result.retryAfter, now);
+    if (asked !== undefined) delay = Math.max(delay, Math.min(asked, WEBHOOK_MAX_RETRY_AFTER_MS));
+  }
+  return { step: "retry", at: new Date(now.getTime() + Math.round(delay)) };
+}
+
+/**
+ * A `Retry-After` header's wait in milliseconds from `now`: delay-seconds (`120`) or an HTTP date
+ * (`Wed, 21 Oct 2026 07:28:00 GMT`; one in the past is 0). Undefined when absent or unreadable.
+ */
+export function retryAfterMs(header: string | null | undefined, now: Date): number | undefined {
+  const value = header?.trim();
+  if (!value) return undefined;
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // An HTTP date is always in GMT (RFC 9110); anything else is not one.
+  if (!/GMT$/.test(value)) return undefined;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now.getTime());
+}
+
 /** An endpoint that has failed every attempt for this long is disabled. */
 export const WEBHOOK_FAILING_DISABLE_MS = 5 * 24 * 3_600_000;
 

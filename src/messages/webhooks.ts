@@ -86,24 +86,44 @@ export async function rotateWebhookSecret(
   return updated && { endpoint: updated, secret };
 }
 
+/** What of an endpoint its secrets are read from. */
+export type EndpointSecrets = Pick<
+  StoredWebhookEndpoint,
+  "id" | "secretSealed" | "previousSecretSealed" | "previousSecretExpiresAt"
+>;
+
+/** An endpoint's secrets, opened: its own, and the one it replaced while that still signs. */
+export interface OpenedSecrets {
+  current: string;
+  previous?: { secret: string; expiresAt: Date };
+}
+
 /**
- * The secrets that sign for the endpoint now: its own, and the one it replaced for 24 h after.
- * A previous secret that no longer opens (sealed under a `WEBHOOK_SECRET_KEY` since changed) is
- * left out: the current one still signs.
+ * Opens the endpoint's secrets (AES-GCM, so a dispatcher does it once per endpoint and keeps the
+ * result while the endpoint's `updated_at` stays the same). A previous secret that no longer opens
+ * (sealed under a `WEBHOOK_SECRET_KEY` since changed) is left out: the current one still signs.
  */
-export function signingSecrets(
-  secrets: WebhookSecrets,
-  endpoint: StoredWebhookEndpoint,
-  now: Date,
-): string[] {
+export function openEndpointSecrets(secrets: WebhookSecrets, endpoint: EndpointSecrets): OpenedSecrets {
   const current = secrets.open(endpoint.id, endpoint.secretSealed);
   const previous =
-    endpoint.previousSecretSealed &&
-    endpoint.previousSecretExpiresAt &&
-    endpoint.previousSecretExpiresAt > now
+    endpoint.previousSecretSealed && endpoint.previousSecretExpiresAt
       ? openOrSkip(secrets, endpoint.id, endpoint.previousSecretSealed)
       : undefined;
-  return previous ? [current, previous] : [current];
+  return previous && endpoint.previousSecretExpiresAt
+    ? { current, previous: { secret: previous, expiresAt: endpoint.previousSecretExpiresAt } }
+    : { current };
+}
+
+/** The secrets that sign at `now`: the current one, and the previous one for 24 h after a rotation. */
+export function secretsSigningAt(opened: OpenedSecrets, now: Date): string[] {
+  return opened.previous && opened.previous.expiresAt > now
+    ? [opened.current, opened.previous.secret]
+    : [opened.current];
+}
+
+/** The secrets that sign for the endpoint now (see {@link openEndpointSecrets}). */
+export function signingSecrets(secrets: WebhookSecrets, endpoint: EndpointSecrets, now: Date): string[] {
+  return secretsSigningAt(openEndpointSecrets(secrets, endpoint), now);
 }
 
 function openOrSkip(secrets: WebhookSecrets, endpointId: string, sealed: Buffer): string | undefined {
@@ -162,10 +182,63 @@ export function attemptOutcome(result: { status: number } | { error: unknown }):
   return { statusCode: null, errorClass: "connection", errorCode: code };
 }
 
+/** One attempt as it went: what came of it, when it started and how long it took. */
+export interface SentWebhook {
+  outcome: AttemptOutcome;
+  /** The answer's `Retry-After` header (429 and 503 honour it), if any. */
+  retryAfter: string | null;
+  attemptedAt: Date;
+  durationMs: number;
+}
+
 /**
- * POSTs one event to the endpoint, signed, within `timeoutMs`, and records the attempt. The
- * response's body is not read beyond what closing it needs.
+ * POSTs one event to `url`, signed with `secrets` at `at`, within `timeoutMs` (or until `signal`
+ * aborts it), never following a redirect (`fetch` is the outbound guard's), and classifies what
+ * came of it. The response's body is not read beyond what closing it needs. Records nothing: the
+ * test event records its attempt at once, the dispatcher many at a time.
  */
+export async function sendWebhook(
+  fetch: typeof globalThis.fetch,
+  url: string,
+  secrets: readonly string[],
+  event: { id: string; body: string },
+  at: Date,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<SentWebhook> {
+  const headers = webhookHeaders(secrets, event.id, at, event.body);
+  const started = performance.now();
+  // One controller per attempt, not AbortSignal.any over the dispatcher's long-lived signal, which
+  // would keep a dependent signal per attempt alive on it.
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException("webhook attempt timed out", "TimeoutError")),
+    timeoutMs,
+  );
+  const abort = () => controller.abort();
+  signal?.addEventListener("abort", abort, { once: true });
+  let outcome: AttemptOutcome;
+  let retryAfter: string | null = null;
+  try {
+    const response = await fetch(url, {
+      method: "POST",
+      headers,
+      body: event.body,
+      signal: controller.signal,
+    });
+    outcome = attemptOutcome({ status: response.status });
+    retryAfter = response.headers.get("retry-after");
+    await response.body?.cancel().catch(() => undefined);
+  } catch (error) {
+    outcome = attemptOutcome({ error });
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", abort);
+  }
+  return { outcome, retryAfter, attemptedAt: at, durationMs: Math.round(performance.now() - started) };
+}
+
+/** POSTs one event to the endpoint now, signed (see {@link sendWebhook}), and records the attempt. */
 export async function deliverWebhookEvent(
   deps: WebhookDeps,
   endpoint: StoredWebhookEndpoint,
@@ -173,21 +246,14 @@ export async function deliverWebhookEvent(
   timeoutMs: number,
 ): Promise<WebhookAttempt> {
   const at = deps.now();
-  const headers = webhookHeaders(signingSecrets(deps.secrets, endpoint, at), event.id, at, event.body);
-  const started = performance.now();
-  let outcome: AttemptOutcome;
-  try {
-    const response = await deps.fetch(endpoint.url, {
-      method: "POST",
-      headers,
-      body: event.body,
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    outcome = attemptOutcome({ status: response.status });
-    await response.body?.cancel().catch(() => undefined);
-  } catch (error) {
-    outcome = attemptOutcome({ error });
-  }
+  const sent = await sendWebhook(
+    deps.fetch,
+    endpoint.url,
+    signingSecrets(deps.secrets, endpoint, at),
+    event,
+    at,
+    timeoutMs,
+  );
   return insertWebhookAttempt(deps.db, {
     id: deps.newId(),
     endpointId: endpoint.id,
@@ -195,8 +261,8 @@ export async function deliverWebhookEvent(
     eventId: event.id,
     eventType: event.type,
     attemptedAt: at,
-    durationMs: Math.round(performance.now() - started),
-    ...outcome,
+    durationMs: sent.durationMs,
+    ...sent.outcome,
     nextRetryAt: null,
     gaveUp: false,
   });

@@ -156,6 +156,73 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     );
   }
 
+  // Status webhooks (docs/decisions/0036): the worker's dispatcher makes the attempts.
+  const webhookAttempts = new Counter({
+    name: "notification_webhook_attempts_total",
+    help: "Webhook POSTs by outcome: success (2xx), or http, redirect, timeout, connection, address_refused, secret_unreadable",
+    labelNames: ["outcome"] as const,
+    registers: worker ? [registry] : [],
+  });
+  const webhookLag = new Histogram({
+    name: "notification_webhook_delivery_lag_seconds",
+    help: "Time from a message event to its endpoint's 2xx",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000, 86400],
+    registers: worker ? [registry] : [],
+  });
+  if (db) {
+    // One query for both gauges: a scrape collects them at once and shares the answer.
+    let reading:
+      | Promise<{ deliveries: number; due: number; gone: number; failing: number } | undefined>
+      | undefined;
+    const webhookState = () => {
+      reading ??= readWebhookState().finally(() => {
+        reading = undefined;
+      });
+      return reading;
+    };
+    const readWebhookState = async () => {
+      const rows = await db.execute<{ deliveries: number; due: number; gone: number; failing: number }>(
+        sql`select (select count(*) from webhook_deliveries)::integer as deliveries,
+              (select count(*) from webhook_deliveries where next_attempt_at <= now())::integer as due,
+              (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'gone')::integer as gone,
+              (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'failing')::integer as failing`,
+      );
+      return rows[0];
+    };
+    new Gauge({
+      name: "notification_webhook_deliveries_backlog",
+      help: "Webhook deliveries not yet made: all of them (retries included), and those due now",
+      labelNames: ["state"] as const,
+      registers: [registry],
+      aggregator: READ_ON_SCRAPE,
+      async collect() {
+        try {
+          const state = await webhookState();
+          this.set({ state: "waiting" }, state?.deliveries ?? 0);
+          this.set({ state: "due" }, state?.due ?? 0);
+        } catch {
+          // Postgres unavailable: leave the last values.
+        }
+      },
+    });
+    new Gauge({
+      name: "notification_webhook_endpoints_disabled",
+      help: "Webhook endpoints the service disabled, by reason: gone (a 410) or failing (5 days without a success)",
+      labelNames: ["reason"] as const,
+      registers: [registry],
+      aggregator: READ_ON_SCRAPE,
+      async collect() {
+        try {
+          const state = await webhookState();
+          this.set({ reason: "gone" }, state?.gone ?? 0);
+          this.set({ reason: "failing" }, state?.failing ?? 0);
+        } catch {
+          // Postgres unavailable: leave the last values.
+        }
+      },
+    });
+  }
+
   return {
     registry,
     /** The text `/metrics` answers: this process's (a cluster's API process asks its supervisor). */
@@ -181,6 +248,14 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     },
     redisStalled(stalled: boolean) {
       redisStalled.set(stalled ? 1 : 0);
+    },
+    /** One webhook POST: `success` or its error class. */
+    webhookAttempt(outcome: string) {
+      webhookAttempts.inc({ outcome });
+    },
+    /** A webhook's 2xx, `lagSeconds` after its event. */
+    webhookDelivered(lagSeconds: number) {
+      webhookLag.observe(lagSeconds);
     },
   };
 }

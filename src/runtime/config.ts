@@ -263,6 +263,15 @@ export const configSchema = z.object({
   WEBHOOK_ALLOWED_HOSTS: optionalString
     .pipe(z.string().regex(HOST_PATTERNS, HOST_PATTERNS_MESSAGE).optional())
     .transform((list): readonly string[] => (list ? hostList(list) : [])),
+  /** Webhook attempts one worker has in flight at most, to every endpoint together (docs/decisions/0036). */
+  WEBHOOK_CONCURRENCY: int(1, 10_000).default(64),
+  /** Webhook attempts one worker has in flight to one endpoint at most: a slow endpoint holds no more. */
+  WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 100).default(4),
+  /**
+   * How long a worker holds a webhook delivery it claimed: if it dies mid-attempt, another worker
+   * tries again after this. More than an attempt's 10 s time-out.
+   */
+  WEBHOOK_LEASE_MS: int(11_000, 3_600_000).default(30_000),
 });
 
 type Parsed = z.infer<typeof configSchema>;

@@ -306,6 +306,7 @@ describe("the test event", () => {
       status_code: 200,
       error: null,
       next_retry_at: null,
+      gave_up: false,
     });
     const [delivery, ...more] = deliveriesTo("/ok");
     expect(more).toHaveLength(0);

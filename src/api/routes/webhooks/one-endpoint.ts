@@ -75,7 +75,15 @@ export const webhookAttemptRecord = z
     duration_ms: z.int(),
     error: z
       .object({
-        class: z.enum(["http", "redirect", "timeout", "connection", "address_refused"]),
+        class: z.enum([
+          "http",
+          "redirect",
+          "timeout",
+          "connection",
+          "address_refused",
+          "secret_unreadable",
+          "not_sendable",
+        ]),
         code: z.string().meta({ example: "http_500" }),
       })
       .nullable()
@@ -83,7 +91,8 @@ export const webhookAttemptRecord = z
         description:
           "Why it failed: `http` (a status other than 2xx/3xx), `redirect` (a 3xx: never followed), " +
           "`timeout`, `connection` (code as the system names it, e.g. ECONNREFUSED), `address_refused` " +
-          "(a private address the operator does not allow)",
+          "(a private address the operator does not allow), `secret_unreadable` (nothing sent: the secret " +
+          "was sealed under another WEBHOOK_SECRET_KEY; rotate it), `not_sendable` (nothing sent)",
       }),
     next_retry_at: z.iso
       .datetime()
@@ -92,7 +101,7 @@ export const webhookAttemptRecord = z
     gave_up: z.boolean().meta({
       description:
         "True on the last attempt of an event that was given up (its retries spent, or the endpoint " +
-        "disabled or deleted): the event is not sent again unless recovered",
+        "answered 410): the event is not sent again unless recovered",
     }),
   })
   .meta({ id: "WebhookAttempt" });

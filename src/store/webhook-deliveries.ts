@@ -1,0 +1,355 @@
+import type { SqlClient } from "../../db/client.js";
+import type { Channel, MessageEvent } from "../domain/events.js";
+import type { PriorityTier } from "../domain/priority.js";
+import { runStatement } from "./statement.js";
+
+/**
+ * The webhook deliveries still to be made (`webhook_deliveries`, written by the fan-out trigger in
+ * each event's transaction): how a dispatcher claims the due ones, fairly across endpoints and in
+ * each message's order, and settles what came of its attempts, many in one statement
+ * (docs/decisions/0036).
+ */
+
+/** ISO 8601 in UTC, as events carry their instants (the shared client reads dates as text). */
+const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** A delivery a dispatcher claimed: what its POST needs (the event, its message, the endpoint). */
+export interface ClaimedDelivery {
+  id: number;
+  endpointId: string;
+  organizationId: string;
+  messageId: string;
+  seq: number;
+  eventType: string;
+  /** Attempts made before this one. */
+  attempts: number;
+  /** The event's `occurred_at` (ISO 8601): the lag to the endpoint's 2xx is measured from it. */
+  eventAt: string;
+  /** The stored event; an `accepted` event's data is left out (it holds the content, which no body carries). */
+  event: MessageEvent & { seq: number };
+  message: { channel: Channel; priority: PriorityTier; notificationType: string | null };
+  endpoint: ClaimedEndpoint;
+}
+
+/** The endpoint of a claimed delivery: where to POST and its sealed secrets. */
+export interface ClaimedEndpoint {
+  id: string;
+  organizationId: string;
+  url: string;
+  secretSealed: Buffer;
+  previousSecretSealed: Buffer | null;
+  previousSecretExpiresAt: Date | null;
+  /** Changes whenever the secrets do (rotation): a cache of the opened secrets is keyed by it. */
+  updatedAt: string;
+}
+
+export interface ClaimOptions {
+  /** The most deliveries to claim in all (the process's free slots). */
+  limit: number;
+  /** The most attempts one endpoint may have in flight in this process. */
+  perEndpoint: number;
+  /** Attempts this process has in flight, by endpoint id: an endpoint gets only its free slots. */
+  inFlight: ReadonlyMap<string, number>;
+  /** How long a claimed delivery is leased: another process may take it after that (the attempt's time-out and then some). */
+  leaseMs: number;
+}
+
+/**
+ * The endpoints with deliveries and each one's earliest `next_attempt_at`, found by a loose index
+ * scan of `webhook_deliveries_due_idx` (one index probe per such endpoint): idle endpoints,
+ * however many, cost nothing. Those that are enabled, due and not at this process's cap are taken,
+ * the longest-waiting first (earliest deadline first across endpoints), each for its free slots.
+ */
+const CLAIM = `
+with recursive firsts as (
+  (select d.endpoint_id, d.next_attempt_at from webhook_deliveries d
+    order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
+  union all
+  select n.endpoint_id, n.next_attempt_at from firsts f
+  cross join lateral (
+    select d.endpoint_id, d.next_attempt_at from webhook_deliveries d
+    where d.endpoint_id > f.endpoint_id
+    order by d.endpoint_id, d.next_attempt_at, d.id limit 1) n
+),
+in_flight as (
+  select * from json_to_recordset($3::json) as i(endpoint_id uuid, attempts integer)
+),
+due_endpoints as (
+  select w.*, $2::integer - coalesce(i.attempts, 0) as slots
+  from firsts f
+  -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
+  -- join that would read every endpoint).
+  cross join lateral (
+    select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
+      w.previous_secret_expires_at, w.updated_at
+    from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
+  left join in_flight i on i.endpoint_id = f.endpoint_id
+  where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
+  order by f.next_attempt_at
+  limit $1::integer
+),
+claimed as (
+  select c.id from due_endpoints w
+  cross join lateral (
+    select d.id from webhook_deliveries d
+    where d.endpoint_id = w.id and d.next_attempt_at <= now()
+      -- One message's events go out in seq order: not while an earlier one is untried or in flight.
+      and not exists (
+        select 1 from webhook_deliveries p
+        where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
+          and p.attempts = 0)
+    order by d.next_attempt_at, d.id
+    limit w.slots
+    for update skip locked) c
+  limit $1::integer
+),
+leased as (
+  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond'
+  from claimed c where d.id = c.id
+  returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts
+)
+select l.id, l.endpoint_id, l.organization_id, l.message_id, l.seq, l.event_type, l.attempts,
+  ${iso("l.event_at")} as event_at,
+  m.channel, m.priority, m.notification_type,
+  ev.type, ev.retry_count, case when ev.type = 'accepted' then '{}' else ev.data::text end as data,
+  ${iso("ev.occurred_at")} as occurred_at,
+  w.url, w.secret_sealed, w.previous_secret_sealed, ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at,
+  w.updated_at::text as endpoint_updated_at
+from leased l
+join due_endpoints w on w.id = l.endpoint_id
+join messages m on m.message_id = l.message_id
+join message_events ev on ev.message_id = l.message_id and ev.seq = l.seq
+order by l.id`;
+
+interface ClaimRow {
+  id: string | number;
+  endpoint_id: string;
+  organization_id: string;
+  message_id: string;
+  seq: number;
+  event_type: string;
+  attempts: number;
+  event_at: string;
+  channel: Channel;
+  priority: PriorityTier;
+  notification_type: string | null;
+  type: MessageEvent["type"];
+  retry_count: number;
+  data: string;
+  occurred_at: string;
+  url: string;
+  secret_sealed: Buffer;
+  previous_secret_sealed: Buffer | null;
+  previous_secret_expires_at: string | null;
+  endpoint_updated_at: string;
+}
+
+/**
+ * Claims due deliveries, in one statement: for each enabled endpoint with due ones, up to its
+ * free slots (`perEndpoint` less what this process has in flight to it), oldest first, skipping
+ * rows another process holds (`FOR UPDATE SKIP LOCKED`), at most `limit` in all; and leases them
+ * (`next_attempt_at = now() + leaseMs`), so that if this process dies mid-attempt another retries
+ * them once the lease is over (at least once). A delivery waits while an earlier event of its
+ * message to the same endpoint is untried or in flight (`attempts = 0`); once that one has failed,
+ * the later ones are not held back (receivers drop stale events by `seq`). A disabled endpoint's
+ * deliveries stay and are not claimed (re-enabling it resumes them).
+ */
+export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions): Promise<ClaimedDelivery[]> {
+  if (options.limit <= 0) return [];
+  const inFlight = JSON.stringify(
+    [...options.inFlight].map(([endpointId, attempts]) => ({ endpoint_id: endpointId, attempts })),
+  );
+  const rows = await runStatement<ClaimRow[]>(sql, CLAIM, [
+    options.limit,
+    options.perEndpoint,
+    inFlight,
+    Math.round(options.leaseMs),
+  ]);
+  return rows.map(toClaimedDelivery);
+}
+
+function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
+  return {
+    id: Number(row.id),
+    endpointId: row.endpoint_id,
+    organizationId: row.organization_id,
+    messageId: row.message_id,
+    seq: row.seq,
+    eventType: row.event_type,
+    attempts: row.attempts,
+    eventAt: row.event_at,
+    event: {
+      type: row.type,
+      retryCount: row.retry_count,
+      occurredAt: row.occurred_at,
+      data: JSON.parse(row.data),
+      seq: row.seq,
+    } as MessageEvent & { seq: number },
+    message: { channel: row.channel, priority: row.priority, notificationType: row.notification_type },
+    endpoint: {
+      id: row.endpoint_id,
+      organizationId: row.organization_id,
+      url: row.url,
+      secretSealed: row.secret_sealed,
+      previousSecretSealed: row.previous_secret_sealed,
+      previousSecretExpiresAt: row.previous_secret_expires_at
+        ? new Date(row.previous_secret_expires_at)
+        : null,
+      updatedAt: row.endpoint_updated_at,
+    },
+  };
+}
+
+/** What came of one attempt of a claimed delivery, and what follows it. */
+export interface DeliverySettlement {
+  deliveryId: number;
+  endpointId: string;
+  organizationId: string;
+  /** The attempt's row: its id (UUIDv7), the `webhook-id` and the event type. */
+  attemptId: string;
+  eventId: string;
+  eventType: string;
+  attemptedAt: Date;
+  durationMs: number;
+  statusCode: number | null;
+  errorClass: string | null;
+  errorCode: string | null;
+  /**
+   * `delivered` and `given_up` remove the delivery; `retry` keeps it, one attempt more, due at
+   * `retryAt`; `gone` (a 410) gives it up and disables its endpoint.
+   */
+  result: "delivered" | "retry" | "given_up" | "gone";
+  retryAt?: Date;
+}
+
+export interface SettleOptions {
+  /** The instant the endpoints' failing time is measured to. */
+  now: Date;
+  /** An endpoint failing for this long without a success is disabled (`disabled_reason = 'failing'`). */
+  failingDisableMs: number;
+}
+
+/** An endpoint the settlement disabled. */
+export interface DisabledEndpoint {
+  endpointId: string;
+  reason: "gone" | "failing";
+}
+
+/**
+ * Per endpoint of a batch: whether any attempt succeeded, the first failure after its last
+ * success (or its first failure, without one), and whether it answered 410.
+ */
+function endpointSummaries(settlements: readonly DeliverySettlement[]) {
+  const byEndpoint = new Map<string, DeliverySettlement[]>();
+  for (const s of settlements) {
+    const list = byEndpoint.get(s.endpointId);
+    if (list) list.push(s);
+    else byEndpoint.set(s.endpointId, [s]);
+  }
+  // In endpoint order: two workers settling at once then tend to lock endpoint rows in the same
+  // order (the plan follows this list); a deadlock all the same fails one settle, which is retried.
+  return [...byEndpoint]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([endpointId, list]) => {
+      const successes = list.filter((s) => s.result === "delivered").map((s) => s.attemptedAt.getTime());
+      const lastSuccess = successes.length > 0 ? Math.max(...successes) : undefined;
+      const failuresAfter = list
+        .filter(
+          (s) =>
+            s.result !== "delivered" && (lastSuccess === undefined || s.attemptedAt.getTime() > lastSuccess),
+        )
+        .map((s) => s.attemptedAt.getTime());
+      return {
+        endpoint_id: endpointId,
+        succeeded: lastSuccess !== undefined,
+        failing_from: failuresAfter.length > 0 ? new Date(Math.min(...failuresAfter)).toISOString() : null,
+        gone: list.some((s) => s.result === "gone"),
+      };
+    });
+}
+
+/**
+ * Records a batch of attempts and what follows them, in one statement: a delivered or given-up
+ * delivery leaves `webhook_deliveries`, a retried one gets one attempt more and its next time;
+ * every attempt gets its row in `webhook_attempts` (`next_retry_at`, `gave_up`); an endpoint's
+ * `failing_since` is cleared by a success and set by a failure after it; a 410 disables the endpoint
+ * (`gone`), and so does failing since `failingDisableMs` ago (`failing`). An endpoint is only
+ * written when one of these changes it, so a healthy endpoint's successes do not touch its row.
+ * Attempts of an endpoint deleted meanwhile are dropped with it. Returns the endpoints disabled.
+ */
+const SETTLE = `
+with o as (
+  select * from json_to_recordset($1::json) as o(delivery_id bigint, attempt_id uuid, endpoint_id uuid,
+    organization_id uuid, event_id text, event_type text, attempted_at timestamptz, duration_ms integer,
+    status_code smallint, error_class text, error_code text, retry_at timestamptz, gave_up boolean)
+),
+removed as (
+  delete from webhook_deliveries d using o where d.id = o.delivery_id and o.retry_at is null
+),
+rescheduled as (
+  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at
+  from o where d.id = o.delivery_id and o.retry_at is not null
+),
+recorded as (
+  insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type, attempted_at,
+    status_code, duration_ms, error_class, error_code, next_retry_at, gave_up)
+  select o.attempt_id, o.endpoint_id, o.organization_id, o.event_id, o.event_type, o.attempted_at,
+    o.status_code, o.duration_ms, o.error_class, o.error_code, o.retry_at, o.gave_up
+  from o where exists (select 1 from webhook_endpoints w where w.id = o.endpoint_id)
+),
+changes as (
+  select s.endpoint_id, f.failing_since, w.enabled as was_enabled,
+    case when s.gone then 'gone'
+         when f.failing_since <= $3::timestamptz - $4::bigint * interval '1 millisecond' then 'failing'
+    end as disable
+  from json_to_recordset($2::json) as s(endpoint_id uuid, succeeded boolean, failing_from timestamptz, gone boolean)
+  join webhook_endpoints w on w.id = s.endpoint_id
+  cross join lateral (
+    select case when s.succeeded then s.failing_from else coalesce(w.failing_since, s.failing_from) end
+      as failing_since) f
+)
+update webhook_endpoints w set
+  failing_since = c.failing_since,
+  enabled = w.enabled and c.disable is null,
+  disabled_reason = case when w.enabled and c.disable is not null then c.disable else w.disabled_reason end,
+  updated_at = case when w.enabled and c.disable is not null then $3::timestamptz else w.updated_at end
+from changes c
+where w.id = c.endpoint_id
+  and (w.failing_since is distinct from c.failing_since or (w.enabled and c.disable is not null))
+returning w.id as endpoint_id, case when c.was_enabled then c.disable end as disabled`;
+
+export async function settleDeliveries(
+  sql: SqlClient,
+  settlements: readonly DeliverySettlement[],
+  options: SettleOptions,
+): Promise<DisabledEndpoint[]> {
+  if (settlements.length === 0) return [];
+  // One outcome per delivery: the last (a statement must not change one row twice).
+  const unique = [...new Map(settlements.map((s) => [s.deliveryId, s])).values()];
+  const attempts = unique.map((s) => ({
+    delivery_id: s.deliveryId,
+    attempt_id: s.attemptId,
+    endpoint_id: s.endpointId,
+    organization_id: s.organizationId,
+    event_id: s.eventId,
+    event_type: s.eventType,
+    attempted_at: s.attemptedAt.toISOString(),
+    duration_ms: s.durationMs,
+    status_code: s.statusCode,
+    error_class: s.errorClass,
+    error_code: s.errorCode,
+    retry_at: s.result === "retry" && s.retryAt ? s.retryAt.toISOString() : null,
+    gave_up: s.result === "given_up" || s.result === "gone",
+  }));
+  const rows = await runStatement<Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>>(
+    sql,
+    SETTLE,
+    [
+      JSON.stringify(attempts),
+      JSON.stringify(endpointSummaries(unique)),
+      options.now.toISOString(),
+      options.failingDisableMs,
+    ],
+  );
+  return rows.flatMap((row) => (row.disabled ? [{ endpointId: row.endpoint_id, reason: row.disabled }] : []));
+}

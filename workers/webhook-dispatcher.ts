@@ -1,0 +1,352 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { SqlClient } from "../db/client.js";
+import {
+  messageWebhookBody,
+  nextWebhookAttempt,
+  WEBHOOK_ATTEMPT_TIMEOUT_MS,
+  WEBHOOK_FAILING_DISABLE_MS,
+  webhookEventId,
+} from "../src/domain/webhooks.js";
+import {
+  type OpenedSecrets,
+  openEndpointSecrets,
+  secretsSigningAt,
+  sendWebhook,
+} from "../src/messages/webhooks.js";
+import type { Logger } from "../src/runtime/logger.js";
+import type { WebhookSecrets } from "../src/runtime/webhook-secrets.js";
+import {
+  type ClaimedDelivery,
+  type ClaimedEndpoint,
+  claimDueDeliveries,
+  type DeliverySettlement,
+  settleDeliveries,
+} from "../src/store/webhook-deliveries.js";
+import type { DatabaseGate } from "./database-gate.js";
+
+/**
+ * The webhook dispatcher (docs/decisions/0036): claims due deliveries from `webhook_deliveries`,
+ * POSTs each event, signed, through the outbound guard, and settles what came of the attempts in
+ * batches. A process-wide cap of attempts in flight and a per-endpoint one keep a slow or dead
+ * endpoint to its own slots: it never holds up another endpoint's deliveries.
+ */
+
+/** What the dispatcher reports to the metrics. */
+export interface WebhookDispatcherMetrics {
+  /** One attempt: `success`, or its error class (`http`, `redirect`, `timeout`, `connection`, `address_refused`, `secret_unreadable`). */
+  webhookAttempt(outcome: string): void;
+  /** A 2xx, `lagSeconds` after its event occurred. */
+  webhookDelivered(lagSeconds: number): void;
+}
+
+export interface WebhookDispatcherDeps {
+  sql: SqlClient;
+  logger: Logger;
+  secrets: WebhookSecrets;
+  /** `fetch` through the outbound guard (WEBHOOK_ALLOWED_NETWORKS), never following a redirect. */
+  fetch: typeof fetch;
+  newId: () => string;
+  now: () => Date;
+  random: () => number;
+  /** Attempts in flight in this process, in all (WEBHOOK_CONCURRENCY). */
+  concurrency: number;
+  /** Attempts in flight in this process to one endpoint (WEBHOOK_ENDPOINT_CONCURRENCY). */
+  endpointConcurrency: number;
+  /** How long a claimed delivery is leased to this process; more than an attempt's time-out. */
+  leaseMs?: number;
+  attemptTimeoutMs?: number;
+  /** The retry schedule: the issue's unless a test passes a short one. */
+  retryDelaysMs?: readonly number[];
+  failingDisableMs?: number;
+  /** The pause between claims while there is nothing to claim, growing from `min` to `max`. */
+  idleMs?: { min: number; max: number };
+  metrics?: WebhookDispatcherMetrics;
+  /** The worker's database gate: no claims while it is closed, and it hears of outages. */
+  database?: Pick<DatabaseGate, "available" | "reportFailure" | "waitUntilAvailable">;
+}
+
+export interface WebhookDispatcher {
+  /** Stops claiming, lets attempts under way finish (at most `drainMs`, then aborts them), settles. */
+  stop(drainMs?: number): Promise<void>;
+  /** Attempts in flight now (tests). */
+  readonly inFlight: number;
+}
+
+export const DEFAULT_LEASE_MS = 30_000;
+const DEFAULT_IDLE = { min: 50, max: 250 };
+const MAX_SETTLE_BATCH = 500;
+const MIN_CLAIM_GAP_MS = 5;
+const MAX_ERROR_BACKOFF_MS = 5_000;
+const DEFAULT_DRAIN_MS = 5_000;
+/** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
+const SECRET_CACHE_LIMIT = 10_000;
+
+export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
+  const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
+  const timeoutMs = deps.attemptTimeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS;
+  const idle = deps.idleMs ?? DEFAULT_IDLE;
+  const failingDisableMs = deps.failingDisableMs ?? WEBHOOK_FAILING_DISABLE_MS;
+  if (leaseMs <= timeoutMs) throw new Error("the lease must outlast an attempt's time-out");
+
+  const inFlightByEndpoint = new Map<string, number>();
+  let inFlight = 0;
+  const attempts = new Set<Promise<void>>();
+  const outcomes: DeliverySettlement[] = [];
+  const secretCache = new Map<string, { updatedAt: string; opened: OpenedSecrets }>();
+  const shutdown = new AbortController();
+  let stopped = false;
+  let settling: Promise<void> | undefined;
+
+  let wake: (() => void) | undefined;
+  /** Waits `ms`, or less when a batch settles (slots and later events of a message free up). */
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wake = undefined;
+        resolve();
+      }
+      wake = done;
+    });
+
+  function secretsFor(endpoint: ClaimedEndpoint): OpenedSecrets {
+    const cached = secretCache.get(endpoint.id);
+    if (cached && cached.updatedAt === endpoint.updatedAt) return cached.opened;
+    const opened = openEndpointSecrets(deps.secrets, endpoint);
+    if (secretCache.size >= SECRET_CACHE_LIMIT) secretCache.clear();
+    secretCache.set(endpoint.id, { updatedAt: endpoint.updatedAt, opened });
+    return opened;
+  }
+
+  /** Makes one attempt; true when its outcome waits to be settled, false when there is none to record. */
+  async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
+    const { endpoint } = delivery;
+    const eventId = webhookEventId(delivery.messageId, delivery.seq);
+    const at = deps.now();
+    let settlement: Omit<DeliverySettlement, "result" | "retryAt">;
+    let retryAfter: string | null = null;
+    const body = messageWebhookBody(
+      { messageId: delivery.messageId, organizationId: delivery.organizationId, ...delivery.message },
+      delivery.event,
+    );
+    const base = {
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      organizationId: delivery.organizationId,
+      attemptId: deps.newId(),
+      eventId,
+      eventType: delivery.eventType,
+    };
+    let secrets: string[] | undefined;
+    try {
+      secrets = secretsSigningAt(secretsFor(endpoint), at);
+    } catch (error) {
+      deps.logger.error({ err: error, endpointId: endpoint.id }, "webhook endpoint's secret does not open");
+    }
+    if (!secrets || !body) {
+      // Nothing can be sent: a secret sealed under another WEBHOOK_SECRET_KEY (rotate it), or an
+      // event the fan-out should not have written. A failed attempt, on the schedule like any.
+      settlement = {
+        ...base,
+        attemptedAt: at,
+        durationMs: 0,
+        statusCode: null,
+        errorClass: secrets ? "not_sendable" : "secret_unreadable",
+        errorCode: secrets ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
+      };
+    } else {
+      const sent = await sendWebhook(
+        deps.fetch,
+        endpoint.url,
+        secrets,
+        { id: eventId, body: JSON.stringify(body) },
+        at,
+        timeoutMs,
+        shutdown.signal,
+      );
+      // Cut short by the shutdown: not the endpoint's doing, and not recorded; the lease runs out
+      // and another process (or this one, restarted) tries again.
+      if (shutdown.signal.aborted && sent.outcome.errorClass !== null) return false;
+      retryAfter = sent.retryAfter;
+      settlement = { ...base, attemptedAt: at, durationMs: sent.durationMs, ...sent.outcome };
+    }
+    const next = nextWebhookAttempt(
+      delivery.attempts + 1,
+      { statusCode: settlement.statusCode, retryAfter },
+      deps.random,
+      deps.now(),
+      deps.retryDelaysMs,
+    );
+    switch (next.step) {
+      case "delivered":
+        outcomes.push({ ...settlement, result: "delivered" });
+        deps.metrics?.webhookDelivered(
+          Math.max(0, (deps.now().getTime() - Date.parse(delivery.eventAt)) / 1000),
+        );
+        break;
+      case "retry":
+        outcomes.push({ ...settlement, result: "retry", retryAt: next.at });
+        break;
+      case "give_up":
+        outcomes.push({ ...settlement, result: "given_up" });
+        break;
+      case "disable_endpoint":
+        outcomes.push({ ...settlement, result: "gone" });
+        break;
+      default:
+        next satisfies never;
+    }
+    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    return true;
+  }
+
+  /**
+   * Frees a delivery's slots once its outcome is settled (or it has none): until then it counts
+   * against the caps, so that after a 410 or a failure the endpoint gets no new attempt from this
+   * process before the endpoint's state and the message's order say whether it may.
+   */
+  function release(endpointId: string): void {
+    inFlight--;
+    const left = (inFlightByEndpoint.get(endpointId) ?? 1) - 1;
+    if (left > 0) inFlightByEndpoint.set(endpointId, left);
+    else inFlightByEndpoint.delete(endpointId);
+  }
+
+  function start(delivery: ClaimedDelivery): void {
+    const endpointId = delivery.endpointId;
+    inFlight++;
+    inFlightByEndpoint.set(endpointId, (inFlightByEndpoint.get(endpointId) ?? 0) + 1);
+    const running: Promise<void> = attempt(delivery)
+      .catch((error: unknown) => {
+        // A bug, not an endpoint's failure: the lease runs out and the delivery is tried again.
+        deps.logger.error({ err: error, deliveryId: delivery.id }, "webhook attempt failed unexpectedly");
+        return false;
+      })
+      .then((recorded) => {
+        if (!recorded) release(endpointId);
+        attempts.delete(running);
+        settleSoon();
+      });
+    attempts.add(running);
+  }
+
+  /** Settles what has come in, a batch at a time, while more keeps coming (one settle at a time). */
+  function settleSoon(): void {
+    settling ??= settleAll().finally(() => {
+      settling = undefined;
+      if (outcomes.length > 0 && !stopped) settleSoon();
+    });
+  }
+
+  async function settleAll(): Promise<void> {
+    let failures = 0;
+    while (outcomes.length > 0) {
+      const batch = outcomes.splice(0, MAX_SETTLE_BATCH);
+      try {
+        const disabled = await settleDeliveries(deps.sql, batch, { now: deps.now(), failingDisableMs });
+        failures = 0;
+        for (const settled of batch) release(settled.endpointId);
+        for (const { endpointId, reason } of disabled) {
+          deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
+        }
+        wake?.();
+      } catch (error) {
+        outcomes.unshift(...batch);
+        failures++;
+        // At shutdown, a few tries: what is not settled is tried again once its lease is over.
+        if (stopped && failures >= 3) {
+          deps.logger.warn(
+            { err: error, unsettled: outcomes.length },
+            "webhook attempts left unsettled at shutdown",
+          );
+          for (const unsettled of outcomes.splice(0)) release(unsettled.endpointId);
+          return;
+        }
+        if (deps.database?.reportFailure(error)) {
+          await deps.database.waitUntilAvailable(MAX_ERROR_BACKOFF_MS);
+        } else {
+          if (failures === 1 || failures % 20 === 0) {
+            deps.logger.warn({ err: error, failures }, "settling webhook attempts failed; retrying");
+          }
+          await sleep(Math.min(MAX_ERROR_BACKOFF_MS, 50 * 2 ** failures));
+        }
+      }
+    }
+  }
+
+  const loop = (async () => {
+    let idleMs = idle.min;
+    let lastClaimAt = Number.NEGATIVE_INFINITY;
+    let failures = 0;
+    while (!stopped) {
+      if (deps.database && !deps.database.available) {
+        await deps.database.waitUntilAvailable(idle.max);
+        continue;
+      }
+      const free = deps.concurrency - inFlight;
+      if (free <= 0) {
+        await pause(idle.max);
+        continue;
+      }
+      // Settles come every few milliseconds under load, each waking the loop: claims are spaced
+      // by a few milliseconds at least, so that each takes what several settles freed.
+      const sinceLastClaim = performance.now() - lastClaimAt;
+      if (sinceLastClaim < MIN_CLAIM_GAP_MS) await sleep(MIN_CLAIM_GAP_MS - sinceLastClaim);
+      lastClaimAt = performance.now();
+      let claimed: ClaimedDelivery[];
+      try {
+        claimed = await claimDueDeliveries(deps.sql, {
+          limit: free,
+          perEndpoint: deps.endpointConcurrency,
+          inFlight: inFlightByEndpoint,
+          leaseMs,
+        });
+        failures = 0;
+      } catch (error) {
+        failures++;
+        if (!deps.database?.reportFailure(error) && (failures === 1 || failures % 20 === 0)) {
+          deps.logger.warn({ err: error, failures }, "claiming webhook deliveries failed; retrying");
+        }
+        await pause(Math.min(MAX_ERROR_BACKOFF_MS, idle.min * 2 ** Math.min(failures, 10)));
+        continue;
+      }
+      for (const delivery of claimed) start(delivery);
+      if (claimed.length === free) {
+        idleMs = idle.min;
+      } else if (claimed.length > 0) {
+        // What is left is held by the caps or by the order of a message's events: a settle frees it.
+        idleMs = idle.min;
+        await pause(idle.min);
+      } else {
+        await pause(idleMs);
+        idleMs = Math.min(idle.max, idleMs * 2);
+      }
+    }
+  })();
+
+  return {
+    get inFlight() {
+      return inFlight;
+    },
+    async stop(drainMs = DEFAULT_DRAIN_MS) {
+      stopped = true;
+      wake?.();
+      await loop;
+      if (attempts.size > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.all([...attempts]),
+          new Promise((resolve) => {
+            timer = setTimeout(resolve, drainMs);
+          }),
+        ]);
+        clearTimeout(timer);
+        shutdown.abort();
+        await Promise.all([...attempts]);
+      }
+      await settling;
+      if (outcomes.length > 0) await settleAll();
+    },
+  };
+}
