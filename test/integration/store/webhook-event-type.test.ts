@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import type { MessageEvent } from "../../../src/domain/events.js";
+import { RECEIPT_STATES } from "../../../src/domain/receipts.js";
 import { webhookEventTypeOf } from "../../../src/domain/webhooks.js";
 import { createHarness } from "../../support/harness.js";
 
@@ -33,10 +34,20 @@ const events = [
     occurredAt: "",
     data: { reason: "recipient_refused", attempt: 1, error },
   },
+  // Every receipt state: `sent` is not sent as a webhook, the outcomes are (docs/decisions/0038).
+  ...RECEIPT_STATES.map((state) => ({
+    type: "receipt",
+    retryCount: 0,
+    occurredAt: "",
+    data: { state, errorCode: null, provider: "twilio", providerStatus: state, providerMessageId: null, status: "success" },
+  })),
 ] as unknown as MessageEvent[];
 
 describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
   it("map every kind of message event the same way", async () => {
+    expect(events.map((event) => webhookEventTypeOf(event))).toEqual(
+      expect.arrayContaining(["message.delivered", "message.undelivered", "message.bounced", "message.complained"]),
+    );
     for (const event of events) {
       const [row] = await h.sql<Array<{ type: string | null }>>`
         select webhook_event_type(${event.type}, ${JSON.stringify(event.data)}::jsonb) as type`;
