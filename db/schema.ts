@@ -17,7 +17,12 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { CHANNELS, EVENT_TYPES as DOMAIN_EVENT_TYPES, type MessageEvent, STATUSES } from "../src/domain/events.js";
+import {
+  CHANNELS,
+  EVENT_TYPES as DOMAIN_EVENT_TYPES,
+  type MessageEvent,
+  STATUSES,
+} from "../src/domain/events.js";
 import { PRIORITY_TIERS } from "../src/domain/priority.js";
 import { DELIVERY_STATES } from "../src/domain/receipts.js";
 import { SENDER_KINDS, SENDER_STATUSES } from "../src/domain/senders.js";

@@ -21,12 +21,17 @@ export const messageRecord = z
           description:
             "What the provider's receipts said: `unknown` until one comes (and for good without PUBLIC_BASE_URL or for a provider that sends none); `sent` handed to the carrier; `delivered`; `undelivered` (see `error_code`); e-mail `bounced`, `complained`. Forward-only; it never changes `status`",
         }),
-        updated_at: timestamp.nullable().meta({ description: "When the receipt that set `state` came; null while `unknown`" }),
+        updated_at: timestamp
+          .nullable()
+          .meta({ description: "When the receipt that set `state` came; null while `unknown`" }),
         error_code: z.string().nullable().meta({
           description: "That receipt's error code (SMS: Twilio's `ErrorCode`, e.g. `30003`), if it had one",
         }),
       })
-      .meta({ id: "Delivery", description: "What reached the recipient, as far as the providers' receipts say" }),
+      .meta({
+        id: "Delivery",
+        description: "What reached the recipient, as far as the providers' receipts say",
+      }),
     organization_id: z.uuid(),
     product_id: z.string(),
     receiver_id: z.string().nullable().meta({

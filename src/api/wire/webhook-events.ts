@@ -44,13 +44,10 @@ export const messageWebhookEvent = z
         }),
       priority: z.enum(PRIORITY_TIERS),
       notification_type: z.string().nullable(),
-      provider: z
-        .string()
-        .nullable()
-        .meta({
-          description:
-            "`message.succeeded`: the provider that accepted it; a receipt's event: the provider that sent the receipt",
-        }),
+      provider: z.string().nullable().meta({
+        description:
+          "`message.succeeded`: the provider that accepted it; a receipt's event: the provider that sent the receipt",
+      }),
       provider_message_id: z.string().nullable(),
       reason: z.string().nullable().meta({
         description:
@@ -67,7 +64,8 @@ export const messageWebhookEvent = z
         .object({
           state: z.enum(RECEIPT_STATES),
           error_code: z.string().nullable().meta({
-            description: "The provider's error code (Twilio's `ErrorCode`, e.g. `30003`), if the receipt had one",
+            description:
+              "The provider's error code (Twilio's `ErrorCode`, e.g. `30003`), if the receipt had one",
           }),
           updated_at: timestamp.meta({ description: "When the receipt was recorded" }),
         })

@@ -39,14 +39,26 @@ const events = [
     type: "receipt",
     retryCount: 0,
     occurredAt: "",
-    data: { state, errorCode: null, provider: "twilio", providerStatus: state, providerMessageId: null, status: "success" },
+    data: {
+      state,
+      errorCode: null,
+      provider: "twilio",
+      providerStatus: state,
+      providerMessageId: null,
+      status: "success",
+    },
   })),
 ] as unknown as MessageEvent[];
 
 describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
   it("map every kind of message event the same way", async () => {
     expect(events.map((event) => webhookEventTypeOf(event))).toEqual(
-      expect.arrayContaining(["message.delivered", "message.undelivered", "message.bounced", "message.complained"]),
+      expect.arrayContaining([
+        "message.delivered",
+        "message.undelivered",
+        "message.bounced",
+        "message.complained",
+      ]),
     );
     for (const event of events) {
       const [row] = await h.sql<Array<{ type: string | null }>>`
