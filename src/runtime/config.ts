@@ -282,8 +282,9 @@ export const configSchema = z.object({
     z
       .url({ protocol: /^https?$/, error: "must be an http(s):// URL" })
       .refine((value) => {
-        const url = new URL(value);
-        return url.search === "" && url.hash === "" && url.username === "" && url.password === "";
+        // Checked after the URL check failed too (zod goes on): a value that is no URL passes here.
+        const url = URL.canParse(value) ? new URL(value) : undefined;
+        return !url || (url.search === "" && url.hash === "" && url.username === "" && url.password === "");
       }, "must have no query, #fragment, user name or password")
       .transform((value) => value.replace(/\/+$/, ""))
       .optional(),
