@@ -410,6 +410,27 @@ describe("Twilio status callbacks", () => {
     }
   });
 
+  it("callbacks racing each other all land: each is decided again after a conflict, none is a 500", async () => {
+    const { id, sms } = await sentSms();
+    const statuses = ["sent", "undelivered", "delivered", "sent", "delivered", "failed", "delivered", "sent"];
+    const responses = await Promise.all(
+      statuses.map((status) => fake.callback(sms, status, { extra: { ErrorCode: "30003" } })),
+    );
+    expect(responses.map((r) => r.status)).toEqual(statuses.map(() => 200));
+    expect((await record(id)).delivery).toEqual({
+      state: "delivered",
+      updated_at: expect.any(String),
+      error_code: null,
+    });
+    // Only receipts that moved the delivery forward were appended, each state at most once.
+    const receipts = (await history(id))
+      .filter((entry) => entry.type === "receipt")
+      .map((entry) => entry.state);
+    expect(new Set(receipts).size).toBe(receipts.length);
+    expect(receipts.at(-1)).toBe("delivered");
+    await expectFinishedHistory(h.db, id);
+  });
+
   it("bad requests: not a form, too large, or a signed callback with no status", async () => {
     const { id, sms } = await sentSms();
     const path = `/callbacks/twilio/sms/${id}`;
