@@ -405,6 +405,7 @@ describe("Twilio status callbacks", () => {
       // Sent once: the receipts did not make the worker take its attempt for an interrupted one.
       expect(fake.sent.filter((s) => s.fields.To === sms.fields.To)).toHaveLength(1);
       expect(await webhookEvents(id)).toEqual(["message.accepted", "message.delivered", "message.succeeded"]);
+      await expectFinishedHistory(h.db, id);
     } finally {
       fake.beforeAnswer = undefined;
     }
