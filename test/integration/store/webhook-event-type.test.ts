@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import type { MessageEvent } from "../../../src/domain/events.js";
 import { RECEIPT_STATES } from "../../../src/domain/receipts.js";
@@ -67,5 +68,25 @@ describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
         webhookEventTypeOf(event),
       );
     }
+  });
+});
+
+describe("message_events' type check (migration 0013)", () => {
+  const insert = (type: string) => h.sql`
+    insert into message_events (message_id, seq, type, retry_count, data, occurred_at, organization_id)
+    values (${randomUUID()}, 1, ${type}, 0, '{}'::jsonb, now(), ${randomUUID()})`;
+
+  it("takes a receipt and still refuses a type the domain does not have", async () => {
+    await expect(insert("receipt")).resolves.toBeDefined();
+    await expect(insert("exploded")).rejects.toMatchObject({ code: "23514" });
+  });
+
+  it("messages' delivery_state check refuses a state the domain does not have", async () => {
+    const record = (state: string) => h.sql`
+      insert into messages (message_id, organization_id, product_id, channel, status, priority, sender,
+        retry_enabled, retry_count, version, created_at, updated_at, delivery_state)
+      values (${randomUUID()}, ${randomUUID()}, 'p', 'sms', 'success', 'high', 'ACME', true, 0, 3, now(), now(), ${state})`;
+    await expect(record("undelivered")).resolves.toBeDefined();
+    await expect(record("lost")).rejects.toMatchObject({ code: "23514" });
   });
 });
