@@ -176,7 +176,9 @@ function afterRefusal(refusal: Refusal, messageId: string): number | undefined {
  * error the outcome is held (up to {@link OUTCOME_HOLD_MS} in all, or until shutdown) and
  * retried, once the database answers again if it is unavailable, after a back-off otherwise.
  * Thrown at once: a ConcurrencyError (another writer appended first: the processor reloads the
- * message; this is also how a first try that did commit after all shows up) and a constraint
+ * message; this is also how a first try that did commit after all shows up), except when the
+ * writer appended only delivery receipts (docs/decisions/0038): the outcome is then recorded on
+ * top of them and a constraint
  * violation (the same append would break the same rule). Without a gate, every error is thrown.
  */
 async function recordHeld(deps: DeliverDeps, from: MessageState, command: Command): Promise<MessageState> {
