@@ -17,6 +17,7 @@ import {
   sendNotification,
   sendSms,
 } from "../../support/harness.js";
+import { fetchDocument, responseChecker } from "../../support/openapi.js";
 import { expectFinishedHistory } from "../workers/history.js";
 
 /**
@@ -144,6 +145,7 @@ class FakeTwilio {
 let fake: FakeTwilio;
 let h: Harness;
 let org: Awaited<ReturnType<typeof onboard>>;
+let expectDocumented: ReturnType<typeof responseChecker>;
 
 beforeAll(async () => {
   fake = await FakeTwilio.start();
@@ -155,6 +157,7 @@ beforeAll(async () => {
     PUBLIC_BASE_URL: `${PUBLIC_BASE_URL}/`,
   });
   fake.attach(h.app);
+  expectDocumented = responseChecker(await fetchDocument(h.app));
   h.startWorker({ providers: { sms: createSmsProvider(h.config) } });
   org = await onboard(h);
   // Subscribed to everything: the fan-out trigger writes a delivery per event that is sent.
@@ -191,6 +194,7 @@ async function row(id: string) {
 async function record(id: string) {
   const response = await getMessage(h, org.apiKey, id);
   expect(response.status).toBe(200);
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}");
   return (await response.json()) as {
     status: string;
     delivery: { state: string; updated_at: string | null; error_code: string | null };
@@ -202,6 +206,8 @@ async function history(id: string) {
     headers: { "x-api-key": org.apiKey },
   });
   expect(response.status).toBe(200);
+  // The history's receipts are as the OpenAPI document describes them.
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}/events");
   const body = (await response.json()) as
     | { events?: Array<Record<string, unknown>> }
     | Array<Record<string, unknown>>;
