@@ -17,8 +17,14 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { CHANNELS, type MessageEvent, STATUSES } from "../src/domain/events.js";
+import {
+  CHANNELS,
+  EVENT_TYPES as DOMAIN_EVENT_TYPES,
+  type MessageEvent,
+  STATUSES,
+} from "../src/domain/events.js";
 import { PRIORITY_TIERS } from "../src/domain/priority.js";
+import { DELIVERY_STATES } from "../src/domain/receipts.js";
 import { SENDER_KINDS, SENDER_STATUSES } from "../src/domain/senders.js";
 
 const timestamptz = <N extends string>(name: N) => timestamp(name, { withTimezone: true, mode: "date" });
@@ -58,8 +64,8 @@ export const apiKeys = pgTable(
   ],
 );
 
-/** An event's type is the status it moves its message to. */
-const EVENT_TYPES = STATUSES satisfies readonly MessageEvent["type"][];
+/** An event's type: the status it moves its message to, or `receipt` (src/domain/receipts.ts). */
+const EVENT_TYPES = DOMAIN_EVENT_TYPES satisfies readonly MessageEvent["type"][];
 /** `'a','b'`: a list of the domain's, as the SQL of a check constraint. */
 const sqlList = (values: readonly string[]) => sql.raw(values.map((value) => `'${value}'`).join(","));
 
@@ -119,6 +125,12 @@ export const messages = pgTable(
     /** When the next attempt is due, while a retry is scheduled. */
     nextAttemptAt: timestamptz("next_attempt_at"),
     deliveryTime: timestamptz("delivery_time"),
+    /** What the providers' receipts said (src/domain/receipts.ts): `unknown` until one comes. */
+    deliveryState: text("delivery_state", { enum: DELIVERY_STATES }).notNull().default("unknown"),
+    /** When the receipt that set `delivery_state` was recorded; null while `unknown`. */
+    deliveryUpdatedAt: timestamptz("delivery_updated_at"),
+    /** That receipt's error code (Twilio's `ErrorCode`), if it had one. */
+    deliveryErrorCode: text("delivery_error_code"),
     createdAt: timestamptz("created_at").notNull(),
     updatedAt: timestamptz("updated_at").notNull(),
     /** The `accepted` event's sealed content, copied: recipient, body, subject, template fields are then null. */
@@ -130,6 +142,7 @@ export const messages = pgTable(
     index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
     /** The erasure by recipient finds the messages by `recipient_keys && …` (docs/decisions/0034). */
     index("messages_recipient_keys_idx").using("gin", t.recipientKeys),
+    check("messages_delivery_state_valid", sql`${t.deliveryState} in (${sqlList(DELIVERY_STATES)})`),
   ],
 );
 

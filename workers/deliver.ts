@@ -176,20 +176,38 @@ function afterRefusal(refusal: Refusal, messageId: string): number | undefined {
  * error the outcome is held (up to {@link OUTCOME_HOLD_MS} in all, or until shutdown) and
  * retried, once the database answers again if it is unavailable, after a back-off otherwise.
  * Thrown at once: a ConcurrencyError (another writer appended first: the processor reloads the
- * message; this is also how a first try that did commit after all shows up) and a constraint
+ * message; this is also how a first try that did commit after all shows up), except when the
+ * writer appended only delivery receipts (docs/decisions/0038): the outcome is then recorded on
+ * top of them and a constraint
  * violation (the same append would break the same rule). Without a gate, every error is thrown.
  */
-async function recordHeld(deps: DeliverDeps, state: MessageState, command: Command): Promise<MessageState> {
-  const decision = decide(state, command);
+async function recordHeld(deps: DeliverDeps, from: MessageState, command: Command): Promise<MessageState> {
+  let state = from;
+  let decision = decide(state, command);
   if (!("events" in decision)) {
     throw new Error(`cannot record ${command.type}: ${JSON.stringify(decision)}`);
   }
   const gate = deps.database;
   const holdUntil = performance.now() + OUTCOME_HOLD_MS;
+  let receiptsMet = 0;
   for (let held = false; ; held = true) {
     try {
       return await append(deps, state, decision.events);
     } catch (error) {
+      if (error instanceof ConcurrencyError && receiptsMet < MAX_CONFLICT_RELOADS) {
+        // A provider's receipt may be appended while the outcome waits (it can come before our
+        // `success`). With only receipts in between, the attempt is still in flight and the
+        // outcome is decided again on top of them; otherwise (a first try that did commit, or
+        // another writer) the processor reloads as before, and the ConcurrencyError is thrown.
+        const reloaded = (await deps.store.load(messageIdOf(from))).state;
+        const again = onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
+        if (again && "events" in again) {
+          receiptsMet++;
+          state = reloaded;
+          decision = again;
+          continue;
+        }
+      }
       if (!gate || error instanceof ConcurrencyError || isConstraintViolation(error)) throw error;
       if (!held && state.status !== "initial") {
         deps.logger.warn(
@@ -206,6 +224,26 @@ async function recordHeld(deps: DeliverDeps, state: MessageState, command: Comma
       if (!retry) throw error;
     }
   }
+}
+
+function messageIdOf(state: MessageState): string {
+  if (state.status === "initial") throw new Error("unreachable: an outcome for a message never accepted");
+  return state.message.id;
+}
+
+/**
+ * Whether `now` is `before` with only receipts appended: the same status, attempt and retry
+ * count, and a receipt's fold keeps everything but the version and the delivery.
+ */
+function onlyReceiptsSince(before: MessageState, now: MessageState): boolean {
+  if (before.status !== "pending" || now.status !== "pending") return false;
+  return (
+    now.version > before.version &&
+    now.attemptInFlight === before.attemptInFlight &&
+    now.attempts === before.attempts &&
+    now.retryCount === before.retryCount &&
+    now.updatedAt === before.updatedAt
+  );
 }
 
 async function append(deps: DeliverDeps, state: MessageState, events: MessageEvent[]): Promise<MessageState> {

@@ -151,6 +151,12 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "idempotency key pruning failed")),
   );
 
+  if (config.SMS_PROVIDER === "twilio" && !config.PUBLIC_BASE_URL) {
+    logger.warn(
+      "PUBLIC_BASE_URL is unset: Twilio is asked for no status callbacks, so no SMS delivery receipt will arrive",
+    );
+  }
+
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
 

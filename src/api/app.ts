@@ -11,6 +11,7 @@ import { livenessRoute } from "../observability/health.js";
 import { requestLog } from "./middleware/request-log.js";
 import { operatorRoutes } from "./ops-app.js";
 import { bodyLimit, registerRoutes } from "./register-routes.js";
+import { twilioSmsCallbacks } from "./routes/callbacks/twilio-sms.js";
 import { apiInfo, routes } from "./routes/index.js";
 import type { AppDeps, AppEnv } from "./types.js";
 import { registerWebhookEvents } from "./wire/webhook-events.js";
@@ -43,6 +44,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
       : livenessRoute(),
   );
 
+  // Providers' receipts: public, authenticated by each provider's own signature.
+  app.route("/", twilioSmsCallbacks(deps));
   registerRoutes(app, routes, deps);
   registerWebhookEvents(app.openAPIRegistry);
   serveDocs(app, apiInfo);

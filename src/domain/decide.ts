@@ -1,5 +1,7 @@
+import { recordReceipt } from "./decide-receipt.js";
 import type { DeliveryError, DeliveryOutcome } from "./delivery-outcome.js";
 import type { FailedReason, MessageContent, MessageEvent, RejectedReason, Status } from "./events.js";
+import type { Receipt } from "./receipts.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";
 import { evolve, isTerminal, type MessageState } from "./state.js";
 
@@ -39,7 +41,13 @@ export type Command =
       now: Date;
       policy: RetryPolicy;
       random: number;
-    };
+    }
+  /**
+   * A provider's receipt (src/domain/receipts.ts): in any status after `accepted`, final ones
+   * included. One that does not move the delivery forward (a duplicate, a late `sent`) decides
+   * no events: nothing is appended.
+   */
+  | { type: "record_receipt"; receipt: Receipt; now: Date };
 
 /**
  * What the channel answered when asked to make the message ready for its provider: ready, or
@@ -61,6 +69,7 @@ export type Decision = { events: MessageEvent[] } | Refusal;
 
 /** Decides which events a command produces in a state. Never produces an illegal transition. */
 export function decide(state: MessageState, command: Command): Decision {
+  if (command.type === "record_receipt") return recordReceipt(state, command.receipt, command.now);
   if (state.status !== "initial" && isTerminal(state.status)) {
     return { refused: "already_final", status: state.status as Status };
   }

@@ -1,5 +1,6 @@
 import type { DeliveryError } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
+import type { ReceiptData } from "./receipts.js";
 
 /**
  * What a message's life is made of: its channels and statuses, the transition table, the content
@@ -13,14 +14,24 @@ export type Channel = (typeof CHANNELS)[number];
 export const STATUSES = ["accepted", "pending", "success", "failed", "rejected"] as const;
 export type Status = (typeof STATUSES)[number];
 
-/** The design's transition table. Anything not listed is illegal and never written. */
-export const TRANSITIONS: Readonly<Record<Status | "initial", readonly Status[]>> = {
+/**
+ * What an event may be: a status it moves its message to, or `receipt` (a provider's word on
+ * what reached the recipient, src/domain/receipts.ts), which never changes the status.
+ */
+export const EVENT_TYPES = [...STATUSES, "receipt"] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The design's transition table. Anything not listed is illegal and never written. A receipt is
+ * allowed in every status after `accepted`: it may come before our own `success` is recorded.
+ */
+export const TRANSITIONS: Readonly<Record<Status | "initial", readonly EventType[]>> = {
   initial: ["accepted"],
-  accepted: ["pending", "rejected"],
-  pending: ["pending", "success", "rejected", "failed"],
-  success: [],
-  failed: [],
-  rejected: [],
+  accepted: ["pending", "rejected", "receipt"],
+  pending: ["pending", "success", "rejected", "failed", "receipt"],
+  success: ["receipt"],
+  failed: ["receipt"],
+  rejected: ["receipt"],
 };
 
 export const TERMINAL_STATUSES: readonly Status[] = ["success", "failed", "rejected"];
@@ -99,4 +110,11 @@ export type MessageEvent =
       retryCount: number;
       occurredAt: string;
       data: { reason: RejectedReason; attempt: number; error?: DeliveryError };
+    }
+  | {
+      type: "receipt";
+      retryCount: number;
+      occurredAt: string;
+      /** `status`: the message's when the receipt came (a receipt never changes it). */
+      data: ReceiptData & { status: Status };
     };

@@ -1,12 +1,13 @@
 import {
+  type EventType,
   type FailedReason,
   type MessageContent,
   type MessageEvent,
   type RejectedReason,
-  type Status,
   TERMINAL_STATUSES,
   TRANSITIONS,
 } from "./events.js";
+import { applyReceipt, type Delivery, UNKNOWN_DELIVERY } from "./receipts.js";
 
 /** The state of a message folded from its events (`evolve`), one event at a time. Pure. */
 
@@ -15,10 +16,13 @@ interface Known {
   /** Number of events folded so far; the next event gets sequence number `version + 1`. */
   version: number;
   acceptedAt: string;
+  /** The last change of status (a receipt does not move it: `delivery.updatedAt` has its time). */
   updatedAt: string;
   retryCount: number;
   /** Delivery attempts started so far. */
   attempts: number;
+  /** What the providers' receipts said (src/domain/receipts.ts); `unknown` until one comes. */
+  delivery: Delivery;
 }
 
 export type MessageState =
@@ -34,7 +38,7 @@ export const initialState: MessageState = { status: "initial", version: 0 };
 export class IllegalTransitionError extends Error {
   constructor(
     readonly from: MessageState["status"],
-    readonly to: Status,
+    readonly to: EventType,
   ) {
     super(`illegal transition ${from} -> ${to}`);
   }
@@ -57,9 +61,17 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
       updatedAt: event.occurredAt,
       retryCount: 0,
       attempts: 0,
+      delivery: UNKNOWN_DELIVERY,
     };
   }
   if (state.status === "initial") throw new IllegalTransitionError(state.status, event.type);
+  // A receipt changes the delivery alone: the status, its fields and `updatedAt` stay.
+  if (event.type === "receipt")
+    return {
+      ...state,
+      version: state.version + 1,
+      delivery: applyReceipt(state.delivery, event.data, event.occurredAt),
+    };
   const known: Known = {
     message: state.message,
     version: state.version + 1,
@@ -68,6 +80,7 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
     retryCount: event.retryCount,
     attempts:
       event.type === "pending" && event.data.kind === "attempt_started" ? event.data.attempt : state.attempts,
+    delivery: state.delivery,
   };
   // `known` is spread last: V8 builds `{ ...a, b }` far slower than `{ b, ...a }` (see accept.ts).
   switch (event.type) {

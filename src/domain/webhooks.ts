@@ -1,5 +1,6 @@
 import type { Channel, MessageEvent, Status } from "./events.js";
 import { type PriorityTier, TIME_TO_LIVE_MS } from "./priority.js";
+import type { ReceiptState } from "./receipts.js";
 
 /**
  * Status webhooks (issue 16, docs/decisions/0035 and 0036): what an endpoint may subscribe to,
@@ -13,12 +14,16 @@ export const WEBHOOK_EVENT_TYPES = [
   "message.succeeded",
   "message.failed",
   "message.rejected",
+  "message.delivered",
+  "message.undelivered",
+  "message.bounced",
+  "message.complained",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
  * The webhook event a message event is sent as; undefined for the events not sent (an attempt
- * starting). Migration 0012's SQL function `webhook_event_type` (the fan-out trigger and recover use it) maps them the same
+ * starting, a `sent` receipt: only a receipt's outcome is sent, docs/decisions/0038). Migration 0012's SQL function `webhook_event_type` (the fan-out trigger and recover use it) maps them the same
  * way: change both (a test checks they agree).
  */
 export function webhookEventTypeOf(event: MessageEvent): WebhookEventType | undefined {
@@ -33,6 +38,8 @@ export function webhookEventTypeOf(event: MessageEvent): WebhookEventType | unde
       return "message.rejected";
     case "pending":
       return event.data.kind === "retry_scheduled" ? "message.retry_scheduled" : undefined;
+    case "receipt":
+      return event.data.state === "sent" ? undefined : `message.${event.data.state}`;
   }
 }
 
@@ -72,6 +79,11 @@ export interface MessageWebhookBody {
     error: { class: string; code: string } | null;
     /** `message.retry_scheduled`: when the next attempt is due; else null. */
     next_attempt_at: string | null;
+    /**
+     * A receipt's events (`message.delivered`, `.undelivered`, `.bounced`, `.complained`): what
+     * it said (`state`), its provider's error code and when it was recorded; else null.
+     */
+    delivery: { state: ReceiptState; error_code: string | null; updated_at: string } | null;
   };
 }
 
@@ -98,6 +110,8 @@ export function messageWebhookBody(
     error?: { class: string; code: string };
     retryAt?: string;
   };
+  // A receipt names its provider's message id as `providerMessageId` too, and keeps the status.
+  const receipt = event.type === "receipt" ? event.data : undefined;
   return {
     type,
     timestamp: event.occurredAt,
@@ -105,7 +119,7 @@ export function messageWebhookBody(
       message_id: message.messageId,
       organization_id: message.organizationId,
       channel: message.channel,
-      status: event.type,
+      status: receipt ? receipt.status : (event.type as Status),
       retry_count: event.retryCount,
       seq: event.seq,
       priority: message.priority,
@@ -115,6 +129,9 @@ export function messageWebhookBody(
       reason: data.reason ?? null,
       error: data.error ? { class: data.error.class, code: data.error.code } : null,
       next_attempt_at: data.retryAt ?? null,
+      delivery: receipt
+        ? { state: receipt.state, error_code: receipt.errorCode, updated_at: event.occurredAt }
+        : null,
     },
   };
 }

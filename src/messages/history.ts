@@ -2,6 +2,7 @@ import { z } from "zod";
 import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.js";
 import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/events.js";
 import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
+import { RECEIPT_STATES } from "../domain/receipts.js";
 import type { MessageStore } from "../store/message-store.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
@@ -77,6 +78,18 @@ export const historyEntry = z
         description: "Why: the provider's refusal, or (template_*) what was wrong with the e-mail's template",
       }),
     }),
+    z.object({
+      ...common,
+      type: z.literal("receipt").meta({
+        description:
+          "A provider's delivery receipt that moved the record's `delivery` forward; it never changes `status`",
+      }),
+      state: z.enum(RECEIPT_STATES),
+      error_code: z.string().nullable().meta({ description: "The provider's error code, if it gave one" }),
+      provider: z.string(),
+      provider_status: z.string().meta({ description: "The provider's own word (Twilio's `MessageStatus`)" }),
+      provider_message_id: z.string().nullable(),
+    }),
   ])
   .meta({
     id: "MessageEvent",
@@ -124,6 +137,18 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
     case "rejected": {
       const { reason, attempt, error } = event.data;
       return { ...common, type: "rejected", attempt, reason, error: error ? providerError(error) : null };
+    }
+    case "receipt": {
+      const { state, errorCode, provider, providerStatus, providerMessageId } = event.data;
+      return {
+        ...common,
+        type: "receipt",
+        state,
+        error_code: errorCode,
+        provider,
+        provider_status: providerStatus,
+        provider_message_id: providerMessageId,
+      };
     }
     default: {
       const never: never = event;

@@ -57,6 +57,14 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     registers: [registry],
   });
 
+  // Delivery receipts (docs/decisions/0038): the web process takes the providers' callbacks.
+  const receipts = new Counter({
+    name: "notification_receipts_total",
+    help: "Provider delivery receipts (status callbacks) by provider and outcome: recorded, duplicate, not_a_receipt, unknown_message, other_provider, provider_id_mismatch, malformed, bad_signature",
+    labelNames: ["provider", "outcome"] as const,
+    registers: options.process === "web" ? [registry] : [],
+  });
+
   // The worker's: only it writes to Redis (queue jobs, the relay), so only it can be refused.
   const worker = options.process === "worker";
   const redisErrors = new Counter({
@@ -248,6 +256,10 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     },
     redisStalled(stalled: boolean) {
       redisStalled.set(stalled ? 1 : 0);
+    },
+    /** One provider's receipt (status callback), by what came of it. */
+    receipt(provider: string, outcome: string) {
+      receipts.inc({ provider, outcome });
     },
     /** One webhook POST: `success` or its error class. */
     webhookAttempt(outcome: string) {

@@ -272,6 +272,23 @@ export const configSchema = z.object({
    * tries again after this. More than an attempt's 10 s time-out.
    */
   WEBHOOK_LEASE_MS: int(11_000, 3_600_000).default(30_000),
+  /**
+   * The service's public address as providers reach it (`https://notify.example.com`, a path
+   * prefix allowed): Twilio's status callbacks go to it + `/callbacks/twilio/sms/{message_id}`
+   * and their signatures are checked against that URL, never against `Host` or `X-Forwarded-*`
+   * (docs/decisions/0038). Unset: no status callback is asked for, so no delivery receipt comes.
+   */
+  PUBLIC_BASE_URL: optionalString.pipe(
+    z
+      .url({ protocol: /^https?$/, error: "must be an http(s):// URL" })
+      .refine((value) => {
+        // Checked after the URL check failed too (zod goes on): a value that is no URL passes here.
+        const url = URL.canParse(value) ? new URL(value) : undefined;
+        return !url || (url.search === "" && url.hash === "" && url.username === "" && url.password === "");
+      }, "must have no query, #fragment, user name or password")
+      .transform((value) => value.replace(/\/+$/, ""))
+      .optional(),
+  ),
 });
 
 type Parsed = z.infer<typeof configSchema>;

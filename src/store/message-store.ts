@@ -1,8 +1,10 @@
 import type postgres from "postgres";
+import type { MessageEvent } from "../domain/events.js";
+import { fold, type MessageState } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept, type SealedAccept } from "./accept-batcher.js";
 import type { ContentVault, SealedContent, StoredContent } from "./content.js";
 import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
-import { loadEvents, type StoredEvent } from "./events.js";
+import { appendEvents, loadEvents, type StoredEvent } from "./events.js";
 import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
@@ -20,6 +22,13 @@ export interface MessageStore {
   findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
   /** A message's events in order; none when the organization has no such message. */
   loadEvents(organizationId: string, messageId: string): Promise<StoredEvent[]>;
+  /**
+   * A message's state, whatever its organization (a provider's receipt names the message, not
+   * the organization), with its events (the receipt's checks look at its `success`).
+   */
+  loadMessage(messageId: string): Promise<{ state: MessageState; events: StoredEvent[] }>;
+  /** `appendEvents`: a `ConcurrencyError` when another writer appended first. */
+  append(state: MessageState, events: readonly MessageEvent[]): Promise<MessageState>;
   /** Seals and opens message content (src/store/content.ts): listings open their records with it. */
   content: ContentVault;
   /** Destroys the organization's data keys (src/store/erasure.ts); returns how many. */
@@ -73,6 +82,11 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     findRecord: createRecordFinder(sql, content, limits),
     // The history shows no content: its events are read without opening it.
     loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+    async loadMessage(messageId) {
+      const events = await loadEvents(sql, messageId);
+      return { state: fold(events.map((stored) => stored.event)), events };
+    },
+    append: (state, events) => appendEvents(sql, state, events),
     content,
     eraseOrganization: (organizationId) => eraseOrganizationContent(sql, content, organizationId),
     eraseRecipient: (organizationId, recipient) =>

@@ -153,7 +153,7 @@ export interface Recovery {
 }
 
 /**
- * Margin on a message's `updated_at` (its last event's `occurred_at`) against `since`: the events
+ * Margin on a message's `updated_at` or `delivery_updated_at` (its last event's `occurred_at`) against `since`: the events
  * of one message come from different processes, whose clocks may differ by this much.
  */
 const CLOCK_SKEW = "1 minute";
@@ -180,7 +180,8 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       where w.id = ${request.endpointId}::uuid
         and w.organization_id = ${request.organizationId}::uuid
         and m.created_at >= ${request.messagesCreatedSince.toISOString()}::timestamptz
-        and m.updated_at >= ${since}::timestamptz - interval '${sql.raw(CLOCK_SKEW)}'
+        -- A receipt moves delivery_updated_at, not updated_at (docs/decisions/0038).
+        and greatest(m.updated_at, m.delivery_updated_at) >= ${since}::timestamptz - interval '${sql.raw(CLOCK_SKEW)}'
         and e.occurred_at >= ${since}::timestamptz
         and t.event_type is not null
         and (w.event_types is null or t.event_type = any (w.event_types))

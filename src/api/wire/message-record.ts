@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { CHANNELS, STATUSES } from "../../domain/events.js";
 import { PRIORITY_TIERS } from "../../domain/priority.js";
+import { DELIVERY_STATES } from "../../domain/receipts.js";
 import type { MessageRow } from "../../store/projection.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
@@ -14,6 +15,23 @@ export const messageRecord = z
     delivery_time: timestamp
       .nullable()
       .meta({ description: "When the provider accepted it; null until then" }),
+    delivery: z
+      .object({
+        state: z.enum(DELIVERY_STATES).meta({
+          description:
+            "What the provider's receipts said: `unknown` until one comes (and for good without PUBLIC_BASE_URL or for a provider that sends none); `sent` handed to the carrier; `delivered`; `undelivered` (see `error_code`); e-mail `bounced`, `complained`. Forward-only; it never changes `status`",
+        }),
+        updated_at: timestamp
+          .nullable()
+          .meta({ description: "When the receipt that set `state` came; null while `unknown`" }),
+        error_code: z.string().nullable().meta({
+          description: "That receipt's error code (SMS: Twilio's `ErrorCode`, e.g. `30003`), if it had one",
+        }),
+      })
+      .meta({
+        id: "Delivery",
+        description: "What reached the recipient, as far as the providers' receipts say",
+      }),
     organization_id: z.uuid(),
     product_id: z.string(),
     receiver_id: z.string().nullable().meta({
@@ -67,6 +85,11 @@ export function toMessageRecord(row: MessageRow): MessageRecord {
     channel: row.channel,
     status: row.status,
     delivery_time: row.deliveryTime?.toISOString() ?? null,
+    delivery: {
+      state: row.deliveryState,
+      updated_at: row.deliveryUpdatedAt?.toISOString() ?? null,
+      error_code: row.deliveryErrorCode,
+    },
     organization_id: row.organizationId,
     product_id: row.productId,
     receiver_id: row.recipient,

@@ -2,6 +2,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "zod";
 import { CHANNELS, STATUSES } from "../../domain/events.js";
 import { PRIORITY_TIERS } from "../../domain/priority.js";
+import { RECEIPT_STATES } from "../../domain/receipts.js";
 import {
   type MessageWebhookBody,
   WEBHOOK_EVENT_TYPES,
@@ -28,7 +29,10 @@ export const messageWebhookEvent = z
       message_id: z.uuid(),
       organization_id: z.uuid(),
       channel: z.enum(CHANNELS),
-      status: z.enum(STATUSES).meta({ description: "The message's status after this event" }),
+      status: z.enum(STATUSES).meta({
+        description:
+          "The message's status after this event; for a receipt's event (which never changes it), its status when the receipt came",
+      }),
       retry_count: z.int().min(0),
       seq: z
         .int()
@@ -40,10 +44,10 @@ export const messageWebhookEvent = z
         }),
       priority: z.enum(PRIORITY_TIERS),
       notification_type: z.string().nullable(),
-      provider: z
-        .string()
-        .nullable()
-        .meta({ description: "`message.succeeded`: the provider that accepted it" }),
+      provider: z.string().nullable().meta({
+        description:
+          "`message.succeeded`: the provider that accepted it; a receipt's event: the provider that sent the receipt",
+      }),
       provider_message_id: z.string().nullable(),
       reason: z.string().nullable().meta({
         description:
@@ -56,6 +60,20 @@ export const messageWebhookEvent = z
       next_attempt_at: timestamp
         .nullable()
         .meta({ description: "`message.retry_scheduled`: when the next attempt is due" }),
+      delivery: z
+        .object({
+          state: z.enum(RECEIPT_STATES),
+          error_code: z.string().nullable().meta({
+            description:
+              "The provider's error code (Twilio's `ErrorCode`, e.g. `30003`), if the receipt had one",
+          }),
+          updated_at: timestamp.meta({ description: "When the receipt was recorded" }),
+        })
+        .nullable()
+        .meta({
+          description:
+            "`message.delivered`, `.undelivered`, `.bounced`, `.complained`: what the provider's receipt said; else null",
+        }),
     }),
   })
   .meta({
@@ -92,6 +110,12 @@ const SENT_WHEN: Record<WebhookEventType | typeof WEBHOOK_TEST_EVENT, string> = 
     "The message will not be delivered: retries spent or disabled, time-to-live over, a permanent error.",
   "message.rejected":
     "The message was refused before or at its delivery (organization inactive, recipient refused, template missing, content erased).",
+  "message.delivered":
+    "The provider's receipt says the message reached the recipient (SMS: the handset confirmed it). `status` does not change.",
+  "message.undelivered":
+    "The provider's receipt says the message did not reach the recipient (`data.delivery.error_code` says why: Twilio's `ErrorCode`). `status` does not change.",
+  "message.bounced": "The recipient's mail server returned the e-mail for good (a permanent bounce).",
+  "message.complained": "The recipient reported the e-mail as spam.",
   "webhook.test": "`POST /api/v1/webhooks/endpoints/{id}/test` was called.",
 };
 

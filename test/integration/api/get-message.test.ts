@@ -27,6 +27,7 @@ describe("GET /api/v1/messages/{message_id}", () => {
       [
         "channel",
         "created_at",
+        "delivery",
         "delivery_time",
         "message_id",
         "organization_id",
@@ -44,6 +45,7 @@ describe("GET /api/v1/messages/{message_id}", () => {
       channel: "sms",
       status: "accepted",
       delivery_time: null,
+      delivery: { state: "unknown", updated_at: null, error_code: null },
       organization_id: org.id,
       product_id: org.productId,
       receiver_id: "+14155550100",

@@ -115,6 +115,8 @@ describe("GET /openapi.json", () => {
       "GET /openapi.json",
       "GET /docs",
       "GET /docs/assets/:file",
+      // Providers' receipts: Twilio calls it, signed (docs/decisions/0038); not a client's API.
+      "POST /callbacks/twilio/sms/:messageId",
     ]);
     // One entry per handler (auth, validators, the route's own), so a set.
     const served = new Set(

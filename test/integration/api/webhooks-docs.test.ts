@@ -147,6 +147,21 @@ const EVENTS: Array<MessageEvent & { seq: number }> = [
     occurredAt: at,
     data: { reason: "recipient_refused", attempt: 1 },
   },
+  // Receipts (docs/decisions/0038): one per state sent as a webhook.
+  ...(["delivered", "undelivered", "bounced", "complained"] as const).map((state, index) => ({
+    seq: 6 + index,
+    type: "receipt" as const,
+    retryCount: 0,
+    occurredAt: at,
+    data: {
+      state,
+      errorCode: state === "undelivered" ? "30003" : null,
+      provider: "twilio",
+      providerStatus: state,
+      providerMessageId: "SM1",
+      status: "success" as const,
+    },
+  })),
 ];
 
 describe("the OpenAPI document's webhooks", () => {

@@ -206,6 +206,23 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     ]);
   });
 
+  it("with PUBLIC_BASE_URL, asks for status callbacks at it + /callbacks/twilio/sms/{our message id}", async () => {
+    const withCallbacks = new TwilioSmsProvider({
+      accountSid: ACCOUNT_SID,
+      authToken: AUTH_TOKEN,
+      baseUrl: twilio.baseUrl,
+      timeoutMs: 5000,
+      publicBaseUrl: "https://notify.example.com/prefix/",
+    });
+    await send(withCallbacks);
+    expect(twilio.requests[0]?.fields).toStrictEqual({
+      To: sms.to,
+      From: sms.from,
+      Body: sms.body,
+      StatusCallback: `https://notify.example.com/prefix/callbacks/twilio/sms/${sms.messageId}`,
+    });
+  });
+
   it("a base URL with a trailing slash still reaches the right path", async () => {
     const outcome = await send(provider({ baseUrl: `${twilio.baseUrl}/` }));
     expect(outcome.ok).toBe(true);

@@ -2,6 +2,10 @@ import { createECDH } from "node:crypto";
 import { asc, inArray } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../../db/schema.js";
+import type { Channel } from "../../../src/domain/events.js";
+import type { ReceiptState } from "../../../src/domain/receipts.js";
+import { recordReceipt } from "../../../src/messages/receipts.js";
+import type { StoredEvent } from "../../../src/store/events.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
 import {
   createHarness,
@@ -113,13 +117,60 @@ beforeAll(async () => {
     15_000,
     "every message to finish",
   );
+
+  // Receipts on some of them, in every shape: on a success, a failure and a rejection; several
+  // on one message; a duplicate and a late lower one (which append nothing).
+  const RECEIPTS: ReceiptState[][] = [
+    [],
+    ["sent"],
+    ["sent", "delivered"],
+    ["undelivered"],
+    ["undelivered", "delivered", "sent"],
+    ["delivered", "delivered"],
+    ["bounced", "complained"],
+  ];
+  let given = 0;
+  for (const [index, id] of messageIds.entries()) {
+    const states = RECEIPTS[index % RECEIPTS.length] ?? [];
+    const { events } = await h.deps.store.loadMessage(id);
+    const success = events.find((stored) => stored.event.type === "success")?.event;
+    const provider = success?.type === "success" ? success.data.provider : "simulator";
+    for (const state of states) {
+      const outcome = await recordReceipt(h.deps.store, {
+        messageId: id,
+        channel: channelOf(events),
+        receipt: {
+          state,
+          errorCode: state === "undelivered" ? "30003" : null,
+          provider,
+          providerStatus: state,
+          providerMessageId: null,
+        },
+        now: new Date(),
+      });
+      if (outcome === "recorded") given++;
+    }
+  }
+  expect(given).toBeGreaterThan(messageIds.length / 3);
 });
+
+function channelOf(events: readonly StoredEvent[]): Channel {
+  const [accepted] = events;
+  if (accepted?.event.type !== "accepted") throw new Error("no accepted event");
+  return accepted.event.data.channel;
+}
 
 describe("projection rebuild", () => {
   it("given a mixed run where every message finished, then each record is the fold of its events", async () => {
     const statuses = new Set<string>();
-    for (const id of messageIds) statuses.add((await expectFinishedHistory(h.db, id)).row.status);
+    const deliveries = new Set<string>();
+    for (const id of messageIds) {
+      const { row } = await expectFinishedHistory(h.db, id);
+      statuses.add(row.status);
+      deliveries.add(row.deliveryState);
+    }
     expect(statuses).toEqual(new Set(["success", "failed", "rejected"]));
+    expect(deliveries).toEqual(new Set(["unknown", "sent", "delivered", "undelivered", "complained"]));
   });
 
   it("given that run, when the projections are rebuilt from the events, then every record comes back identical", async () => {

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import type { MessageEvent } from "../../../src/domain/events.js";
+import { RECEIPT_STATES } from "../../../src/domain/receipts.js";
 import { webhookEventTypeOf } from "../../../src/domain/webhooks.js";
 import { createHarness } from "../../support/harness.js";
 
@@ -33,10 +35,32 @@ const events = [
     occurredAt: "",
     data: { reason: "recipient_refused", attempt: 1, error },
   },
+  // Every receipt state: `sent` is not sent as a webhook, the outcomes are (docs/decisions/0038).
+  ...RECEIPT_STATES.map((state) => ({
+    type: "receipt",
+    retryCount: 0,
+    occurredAt: "",
+    data: {
+      state,
+      errorCode: null,
+      provider: "twilio",
+      providerStatus: state,
+      providerMessageId: null,
+      status: "success",
+    },
+  })),
 ] as unknown as MessageEvent[];
 
 describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
   it("map every kind of message event the same way", async () => {
+    expect(events.map((event) => webhookEventTypeOf(event))).toEqual(
+      expect.arrayContaining([
+        "message.delivered",
+        "message.undelivered",
+        "message.bounced",
+        "message.complained",
+      ]),
+    );
     for (const event of events) {
       const [row] = await h.sql<Array<{ type: string | null }>>`
         select webhook_event_type(${event.type}, ${JSON.stringify(event.data)}::jsonb) as type`;
@@ -44,5 +68,25 @@ describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
         webhookEventTypeOf(event),
       );
     }
+  });
+});
+
+describe("message_events' type check (migration 0013)", () => {
+  const insert = (type: string) => h.sql`
+    insert into message_events (message_id, seq, type, retry_count, data, occurred_at, organization_id)
+    values (${randomUUID()}, 1, ${type}, 0, '{}'::jsonb, now(), ${randomUUID()})`;
+
+  it("takes a receipt and still refuses a type the domain does not have", async () => {
+    await expect(insert("receipt")).resolves.toBeDefined();
+    await expect(insert("exploded")).rejects.toMatchObject({ code: "23514" });
+  });
+
+  it("messages' delivery_state check refuses a state the domain does not have", async () => {
+    const record = (state: string) => h.sql`
+      insert into messages (message_id, organization_id, product_id, channel, status, priority, sender,
+        retry_enabled, retry_count, version, created_at, updated_at, delivery_state)
+      values (${randomUUID()}, ${randomUUID()}, 'p', 'sms', 'success', 'high', 'ACME', true, 0, 3, now(), now(), ${state})`;
+    await expect(record("undelivered")).resolves.toBeDefined();
+    await expect(record("lost")).rejects.toMatchObject({ code: "23514" });
   });
 });

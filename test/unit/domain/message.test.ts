@@ -72,13 +72,14 @@ const ILLEGAL_PAIRS = ALL_PAIRS.filter(({ from, to }) => !TRANSITIONS[from].incl
 
 describe("the transition table", () => {
   it("is the design's table: 7 legal transitions, success/failed/rejected terminal", () => {
+    // Besides the statuses, a receipt (which keeps the status) in every one after `accepted`.
     expect(TRANSITIONS).toEqual({
       initial: ["accepted"],
-      accepted: ["pending", "rejected"],
-      pending: ["pending", "success", "rejected", "failed"],
-      success: [],
-      failed: [],
-      rejected: [],
+      accepted: ["pending", "rejected", "receipt"],
+      pending: ["pending", "success", "rejected", "failed", "receipt"],
+      success: ["receipt"],
+      failed: ["receipt"],
+      rejected: ["receipt"],
     });
     expect(LEGAL_PAIRS).toHaveLength(7);
     expect(ILLEGAL_PAIRS).toHaveLength(FROM.length * STATUSES.length - 7);
@@ -148,6 +149,7 @@ describe("(none) -> accepted", () => {
       updatedAt: iso(0),
       retryCount: 0,
       attempts: 0,
+      delivery: { state: "unknown", updatedAt: null, errorCode: null },
     });
   });
 

@@ -212,3 +212,25 @@ describe("loadConfig: verified senders", () => {
     }
   });
 });
+
+describe("loadConfig: PUBLIC_BASE_URL (Twilio's status callbacks, docs/decisions/0038)", () => {
+  it("is unset unless given (no callbacks are asked for), and loses a trailing slash", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).PUBLIC_BASE_URL).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", PUBLIC_BASE_URL: "" }).PUBLIC_BASE_URL).toBeUndefined();
+    expect(
+      loadConfig({ NODE_ENV: "test", PUBLIC_BASE_URL: "https://notify.example.com/x/" }).PUBLIC_BASE_URL,
+    ).toBe("https://notify.example.com/x");
+  });
+
+  it("refuses anything but a plain http(s) URL", () => {
+    for (const value of [
+      "notify.example.com",
+      "ftp://notify.example.com",
+      "https://notify.example.com/?a=1",
+      "https://notify.example.com/#x",
+      "https://user:pw@notify.example.com",
+    ]) {
+      expect(problems({ NODE_ENV: "test", PUBLIC_BASE_URL: value }), value).toMatch(/PUBLIC_BASE_URL/);
+    }
+  });
+});

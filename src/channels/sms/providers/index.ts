@@ -6,7 +6,12 @@ import { TwilioSmsProvider } from "./twilio.js";
 
 export type SmsProviderConfig = Pick<
   Config,
-  "SMS_PROVIDER" | "TWILIO_ACCOUNT_SID" | "TWILIO_AUTH_TOKEN" | "TWILIO_BASE_URL" | "TWILIO_TIMEOUT_MS"
+  | "SMS_PROVIDER"
+  | "TWILIO_ACCOUNT_SID"
+  | "TWILIO_AUTH_TOKEN"
+  | "TWILIO_BASE_URL"
+  | "TWILIO_TIMEOUT_MS"
+  | "PUBLIC_BASE_URL"
 >;
 
 /** The provider `SMS_PROVIDER` names. */
@@ -25,6 +30,7 @@ export const createSmsProvider = providerFactory<SmsProviderConfig, "SMS_PROVIDE
         authToken,
         baseUrl: config.TWILIO_BASE_URL,
         timeoutMs: config.TWILIO_TIMEOUT_MS,
+        publicBaseUrl: config.PUBLIC_BASE_URL,
       });
     },
   },

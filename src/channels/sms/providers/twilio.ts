@@ -1,6 +1,7 @@
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
 import { failedOutcome, redactRecipients } from "../../providers/redact.js";
+import { twilioStatusCallbackUrl } from "../receipts/twilio.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
 export interface TwilioSmsProviderOptions {
@@ -12,6 +13,11 @@ export interface TwilioSmsProviderOptions {
   timeoutMs: number;
   /** Injected for tests; defaults to the global `fetch`. */
   fetch?: typeof fetch;
+  /**
+   * `PUBLIC_BASE_URL`: each message asks Twilio for status callbacks there
+   * (src/channels/sms/receipts/twilio.ts). Unset: none are asked for, and no receipts come.
+   */
+  publicBaseUrl?: string;
 }
 
 /**
@@ -32,6 +38,7 @@ export class TwilioSmsProvider implements SmsProvider {
   readonly #secrets: string[];
   readonly timeoutMs: number;
   readonly #fetch: typeof fetch;
+  readonly #publicBaseUrl: string | undefined;
 
   constructor(options: TwilioSmsProviderOptions) {
     const base = options.baseUrl.replace(/\/+$/, "");
@@ -41,6 +48,7 @@ export class TwilioSmsProvider implements SmsProvider {
     this.#secrets = options.authToken ? [options.authToken, credentials] : [];
     this.timeoutMs = options.timeoutMs;
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#publicBaseUrl = options.publicBaseUrl;
   }
 
   async send(message: SmsMessage): Promise<DeliveryOutcome> {
@@ -60,7 +68,7 @@ export class TwilioSmsProvider implements SmsProvider {
         "Content-Type": "application/x-www-form-urlencoded",
         Accept: "application/json",
       },
-      body: new URLSearchParams({ To: message.to, From: message.from, Body: message.body }),
+      body: this.#form(message),
       // A redirect would mean a misconfigured base URL; following it could resend the
       // credentials to another host, so it is reported instead.
       redirect: "manual",
@@ -91,6 +99,13 @@ export class TwilioSmsProvider implements SmsProvider {
       classifyErrorResponse(response, text),
       `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
     );
+  }
+
+  #form(message: SmsMessage): URLSearchParams {
+    const form = new URLSearchParams({ To: message.to, From: message.from, Body: message.body });
+    if (this.#publicBaseUrl)
+      form.set("StatusCallback", twilioStatusCallbackUrl(this.#publicBaseUrl, message.messageId));
+    return form;
   }
 
   /** A failure, its message and its detail (for the log) cleaned of the token. */

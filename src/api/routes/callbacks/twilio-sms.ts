@@ -1,0 +1,87 @@
+import { Hono } from "hono";
+import {
+  formParams,
+  TWILIO_SMS_CALLBACK_PATH,
+  twilioCallback,
+  twilioStatusCallbackUrl,
+  verifyTwilioSignature,
+} from "../../../channels/sms/receipts/twilio.js";
+import { errorResponse } from "../../../http/errors.js";
+import { recordReceipt } from "../../../messages/receipts.js";
+import { bodyLimit } from "../../register-routes.js";
+import type { AppDeps, AppEnv } from "../../types.js";
+
+/**
+ * Twilio's SMS status callbacks (docs/decisions/0038): public (no API key; Twilio's signature is
+ * the authentication), outside the OpenAPI document (only Twilio calls it). The parsing, the
+ * signature and the mapping are the SMS channel's (src/channels/sms/receipts/twilio.ts).
+ *
+ * Not rate-limited: it is cheap before the signature is checked (a body of at most
+ * {@link MAX_CALLBACK_BYTES} and one HMAC-SHA1; nothing is read from the database), and after it
+ * only Twilio gets through.
+ */
+
+/** Twilio's callbacks are a few hundred bytes of form fields. */
+export const MAX_CALLBACK_BYTES = 16 * 1024;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const { config, logger, metrics } = deps;
+  app.post(`${TWILIO_SMS_CALLBACK_PATH}/:messageId`, bodyLimit(MAX_CALLBACK_BYTES), async (c) => {
+    const authToken = config.TWILIO_AUTH_TOKEN;
+    const publicBaseUrl = config.PUBLIC_BASE_URL;
+    // Without Twilio or a public address no callback was ever asked for: the route is not there.
+    if (config.SMS_PROVIDER !== "twilio" || !authToken || !publicBaseUrl)
+      return errorResponse(c, 404, `No route for POST ${c.req.path}`);
+    const count = (outcome: string) => metrics.receipt("twilio", outcome);
+    const messageId = c.req.param("messageId");
+    const contentType = c.req.header("content-type") ?? "";
+    if (!/^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType))
+      return errorResponse(c, 415, "Content-Type must be application/x-www-form-urlencoded");
+    const params = formParams(await c.req.text());
+    // The URL we gave Twilio, from PUBLIC_BASE_URL: never this request's Host or X-Forwarded-*.
+    const url = twilioStatusCallbackUrl(publicBaseUrl, messageId);
+    if (!verifyTwilioSignature(authToken, url, params, c.req.header("x-twilio-signature"))) {
+      count("bad_signature");
+      logger.warn(
+        { messageId: messageId.slice(0, 64) },
+        "Twilio status callback with a missing or wrong signature",
+      );
+      return errorResponse(c, 403, "X-Twilio-Signature is missing or wrong");
+    }
+    const callback = twilioCallback(params);
+    if (callback.kind === "malformed") {
+      count("malformed");
+      logger.warn({ messageId, problem: callback.problem }, "signed Twilio status callback that is not one");
+      return errorResponse(c, 400, `Not a status callback: ${callback.problem}`);
+    }
+    if (callback.kind === "not_a_receipt") {
+      count("not_a_receipt");
+      logger.debug(
+        { messageId, status: callback.status },
+        "Twilio status callback before the carrier: nothing recorded",
+      );
+      return c.body(null, 200);
+    }
+    const { receipt } = callback;
+    // Answered 200 whatever came of it: an error would only have Twilio send it again.
+    const outcome = UUID.test(messageId)
+      ? await recordReceipt(deps.store, { messageId, channel: "sms", receipt, now: deps.now() })
+      : "unknown_message";
+    count(outcome);
+    const fields = {
+      messageId,
+      outcome,
+      state: receipt.state,
+      providerStatus: receipt.providerStatus,
+      errorCode: receipt.errorCode,
+      providerMessageId: receipt.providerMessageId,
+    };
+    if (outcome === "recorded" || outcome === "duplicate") logger.debug(fields, "Twilio delivery receipt");
+    else logger.info(fields, "Twilio delivery receipt not recorded");
+    return c.body(null, 200);
+  });
+  return app;
+}
