@@ -9,7 +9,7 @@ import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
 import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
-import { createOutboundAgent, outboundFetch } from "../src/runtime/outbound/outbound-fetch.js";
+import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
@@ -165,7 +165,7 @@ async function main(): Promise<void> {
     logger,
     secrets,
     // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
+    post: outboundPost(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
     newId: uuidv7,
     now: () => new Date(),
     random: Math.random,

@@ -7,13 +7,10 @@ import {
   WEBHOOK_FAILING_DISABLE_MS,
   webhookEventId,
 } from "../src/domain/webhooks.js";
-import {
-  type OpenedSecrets,
-  openEndpointSecrets,
-  secretsSigningAt,
-  sendWebhook,
-} from "../src/messages/webhooks.js";
+import type { Webhook } from "standardwebhooks";
+import { type OpenedSecrets, openEndpointSecrets, sendWebhook, signersAt } from "../src/messages/webhooks.js";
 import type { Logger } from "../src/runtime/logger.js";
+import type { AbortRequest, OutboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import type { WebhookSecrets } from "../src/runtime/webhook-secrets.js";
 import {
   type ClaimedDelivery,
@@ -43,8 +40,8 @@ export interface WebhookDispatcherDeps {
   sql: SqlClient;
   logger: Logger;
   secrets: WebhookSecrets;
-  /** `fetch` through the outbound guard (WEBHOOK_ALLOWED_NETWORKS), never following a redirect. */
-  fetch: typeof fetch;
+  /** POST through the outbound guard (WEBHOOK_ALLOWED_NETWORKS), never following a redirect. */
+  post: OutboundPost;
   newId: () => string;
   now: () => Date;
   random: () => number;
@@ -93,7 +90,14 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   const attempts = new Set<Promise<void>>();
   const outcomes: DeliverySettlement[] = [];
   const secretCache = new Map<string, { updatedAt: string; opened: OpenedSecrets }>();
-  const shutdown = new AbortController();
+  // Aborts of the attempts in flight (aborted at the end of a shutdown's drain): a set, not a
+  // signal with a listener per attempt.
+  const aborts = new Set<AbortRequest>();
+  let aborted = false;
+  const cancellable = (abort: AbortRequest) => {
+    aborts.add(abort);
+    return () => aborts.delete(abort);
+  };
   let stopped = false;
   let settling: Promise<void> | undefined;
 
@@ -138,13 +142,13 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       eventId,
       eventType: delivery.eventType,
     };
-    let secrets: string[] | undefined;
+    let signers: Webhook[] | undefined;
     try {
-      secrets = secretsSigningAt(secretsFor(endpoint), at);
+      signers = signersAt(secretsFor(endpoint), at);
     } catch (error) {
       deps.logger.error({ err: error, endpointId: endpoint.id }, "webhook endpoint's secret does not open");
     }
-    if (!secrets || !body) {
+    if (!signers || !body) {
       // Nothing can be sent: a secret sealed under another WEBHOOK_SECRET_KEY (rotate it), or an
       // event the fan-out should not have written. A failed attempt, on the schedule like any.
       settlement = {
@@ -152,22 +156,22 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         attemptedAt: at,
         durationMs: 0,
         statusCode: null,
-        errorClass: secrets ? "not_sendable" : "secret_unreadable",
-        errorCode: secrets ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
+        errorClass: signers ? "not_sendable" : "secret_unreadable",
+        errorCode: signers ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
       };
     } else {
       const sent = await sendWebhook(
-        deps.fetch,
+        deps.post,
         endpoint.url,
-        secrets,
+        signers,
         { id: eventId, body: JSON.stringify(body) },
         at,
         timeoutMs,
-        shutdown.signal,
+        cancellable,
       );
       // Cut short by the shutdown: not the endpoint's doing, and not recorded; the lease runs out
       // and another process (or this one, restarted) tries again.
-      if (shutdown.signal.aborted && sent.outcome.errorClass !== null) return false;
+      if (aborted && sent.outcome.errorClass !== null) return false;
       retryAfter = sent.retryAfter;
       settlement = { ...base, attemptedAt: at, durationMs: sent.durationMs, ...sent.outcome };
     }
@@ -342,7 +346,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
           }),
         ]);
         clearTimeout(timer);
-        shutdown.abort();
+        aborted = true;
+        for (const abort of aborts) abort(new DOMException("the dispatcher stopped", "AbortError"));
         await Promise.all([...attempts]);
       }
       await settling;

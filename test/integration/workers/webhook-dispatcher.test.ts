@@ -5,7 +5,7 @@ import { Webhook as SvixWebhook } from "svix";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../../src/observability/metrics.js";
-import { createOutboundAgent, outboundFetch } from "../../../src/runtime/outbound/outbound-fetch.js";
+import { createOutboundAgent, outboundPost } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
 import {
   claimDueDeliveries,
@@ -76,7 +76,7 @@ function dispatcher(options: Partial<WebhookDispatcherDeps> = {}): WebhookDispat
     sql: h.sql,
     logger: silentLogger,
     secrets: webhookSecrets(h.config),
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: h.config.WEBHOOK_ALLOWED_NETWORKS })),
+    post: outboundPost(createOutboundAgent({ allowedNetworks: h.config.WEBHOOK_ALLOWED_NETWORKS })),
     newId: uuidv7,
     now: () => new Date(),
     random: Math.random,
@@ -590,7 +590,7 @@ describe("webhook dispatcher", () => {
     const endpoint = await createEndpoint(org.apiKey, "/private", ["message.accepted"]);
     // This worker allows no private network (WEBHOOK_ALLOWED_NETWORKS unset).
     dispatcher({
-      fetch: outboundFetch(createOutboundAgent({ allowedNetworks: [] })),
+      post: outboundPost(createOutboundAgent({ allowedNetworks: [] })),
       retryDelaysMs: [60_000],
     });
     await send(org.apiKey);
