@@ -89,6 +89,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   let inFlight = 0;
   const attempts = new Set<Promise<void>>();
   const outcomes: DeliverySettlement[] = [];
+  /** The outcomes waiting to be settled whose slots stay taken until then (all but successes). */
+  const holding = new Set<DeliverySettlement>();
+  /** Whether the loop waits for slots (it is then woken as soon as a quarter of them is free). */
+  let waitingForSlots = false;
   const secretCache = new Map<string, { updatedAt: string; opened: OpenedSecrets }>();
   // Aborts of the attempts in flight (aborted at the end of a shutdown's drain): a set, not a
   // signal with a listener per attempt.
@@ -123,7 +127,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     return opened;
   }
 
-  /** Makes one attempt; true when its outcome waits to be settled, false when there is none to record. */
+  /**
+   * Makes one attempt; true when its outcome holds the delivery's slots until it is settled (a
+   * failure), false when they are free at once (a success, or nothing to record).
+   */
   async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
@@ -182,39 +189,51 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       deps.now(),
       deps.retryDelaysMs,
     );
+    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    let outcome: DeliverySettlement;
     switch (next.step) {
       case "delivered":
-        outcomes.push({ ...settlement, result: "delivered" });
         deps.metrics?.webhookDelivered(
           Math.max(0, (deps.now().getTime() - Date.parse(delivery.eventAt)) / 1000),
         );
-        break;
+        // Nothing waits on a success's settlement but the message's later events, which the
+        // claim holds back while this row is there, untried (`attempts = 0`): its slots are free.
+        outcomes.push({ ...settlement, result: "delivered" });
+        return false;
       case "retry":
-        outcomes.push({ ...settlement, result: "retry", retryAt: next.at });
+        outcome = { ...settlement, result: "retry", retryAt: next.at };
         break;
       case "give_up":
-        outcomes.push({ ...settlement, result: "given_up" });
+        outcome = { ...settlement, result: "given_up" };
         break;
       case "disable_endpoint":
-        outcomes.push({ ...settlement, result: "gone" });
+        outcome = { ...settlement, result: "gone" };
         break;
       default:
-        next satisfies never;
+        return next satisfies never;
     }
-    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    outcomes.push(outcome);
+    holding.add(outcome);
     return true;
   }
 
   /**
-   * Frees a delivery's slots once its outcome is settled (or it has none): until then it counts
-   * against the caps, so that after a 410 or a failure the endpoint gets no new attempt from this
-   * process before the endpoint's state and the message's order say whether it may.
+   * Frees a delivery's slots once its attempt succeeded or had nothing to record, and a failed
+   * one's once its outcome is settled: until then it counts against the caps, so that after a 410
+   * or a failure the endpoint gets no new attempt from this process before the endpoint's state
+   * and the message's order say whether it may.
    */
   function release(endpointId: string): void {
     inFlight--;
     const left = (inFlightByEndpoint.get(endpointId) ?? 1) - 1;
     if (left > 0) inFlightByEndpoint.set(endpointId, left);
     else inFlightByEndpoint.delete(endpointId);
+    if (waitingForSlots && inFlight <= (deps.concurrency * 3) / 4) wake?.();
+  }
+
+  /** Frees the slots of settled (or abandoned) outcomes that held them. */
+  function releaseHeld(settled: readonly DeliverySettlement[]): void {
+    for (const outcome of settled) if (holding.delete(outcome)) release(outcome.endpointId);
   }
 
   function start(delivery: ClaimedDelivery): void {
@@ -227,8 +246,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         deps.logger.error({ err: error, deliveryId: delivery.id }, "webhook attempt failed unexpectedly");
         return false;
       })
-      .then((recorded) => {
-        if (!recorded) release(endpointId);
+      .then((holds) => {
+        if (!holds) release(endpointId);
         attempts.delete(running);
         settleSoon();
       });
@@ -250,7 +269,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       try {
         const disabled = await settleDeliveries(deps.sql, batch, { now: deps.now(), failingDisableMs });
         failures = 0;
-        for (const settled of batch) release(settled.endpointId);
+        releaseHeld(batch);
         for (const { endpointId, reason } of disabled) {
           deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
         }
@@ -264,7 +283,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
             { err: error, unsettled: outcomes.length },
             "webhook attempts left unsettled at shutdown",
           );
-          for (const unsettled of outcomes.splice(0)) release(unsettled.endpointId);
+          releaseHeld(outcomes.splice(0));
           return;
         }
         if (deps.database?.reportFailure(error)) {
@@ -290,7 +309,9 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       const free = deps.concurrency - inFlight;
       if (free <= 0) {
+        waitingForSlots = true;
         await pause(idle.max);
+        waitingForSlots = false;
         continue;
       }
       // Settles come every few milliseconds under load, each waking the loop: claims are spaced
