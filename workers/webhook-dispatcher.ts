@@ -302,16 +302,22 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     let idleMs = idle.min;
     let lastClaimAt = Number.NEGATIVE_INFINITY;
     let failures = 0;
+    /** Whether the last claim took all it asked for: more is due, held back only by the slots. */
+    let backlog = false;
     while (!stopped) {
       if (deps.database && !deps.database.available) {
         await deps.database.waitUntilAvailable(idle.max);
         continue;
       }
       const free = deps.concurrency - inFlight;
-      if (free <= 0) {
+      // With a backlog, a claim waits for a quarter of the slots to be free (a few attempts'
+      // time): fewer, bigger claims for the same deliveries per second. Slots held by slow
+      // attempts are not waited for longer than `idle.min`, once.
+      if (free <= 0 || (backlog && free < deps.concurrency / 4)) {
         waitingForSlots = true;
-        await pause(idle.max);
+        await pause(free <= 0 ? idle.max : idle.min);
         waitingForSlots = false;
+        backlog = false;
         continue;
       }
       // Settles come every few milliseconds under load, each waking the loop: claims are spaced
@@ -337,7 +343,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         continue;
       }
       for (const delivery of claimed) start(delivery);
-      if (claimed.length === free) {
+      backlog = claimed.length === free;
+      if (backlog) {
         idleMs = idle.min;
       } else if (claimed.length > 0) {
         // What is left is held by the caps or by the order of a message's events: a settle frees it.
