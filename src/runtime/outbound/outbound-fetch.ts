@@ -148,12 +148,12 @@ const MAX_DISCARDED_BODY = 128 * 1024;
 /**
  * POSTs `body` to `url` through `agent` (its connections pass the outbound guard) with undici's
  * low-level `dispatch`: no Request, Response, web stream nor AbortSignal per request, which
- * `fetch` builds (decision 0036). It never follows a redirect (a 3xx is the answer). It resolves
- * with the status once the headers are in, and rejects with what failed (a connection refused by
- * the guard: {@link OutboundAddressError}; the deadline: {@link OutboundTimeoutError}). The body
- * is read and dropped after that, so that the connection is kept alive for the next request to
- * the origin, within the same deadline and up to {@link MAX_DISCARDED_BODY} bytes, past which the
- * connection is closed.
+ * `fetch` builds (decision 0036). It never follows a redirect (a 3xx is the answer). The answer's
+ * body is read and dropped, so that the connection is kept alive for the next request to the
+ * origin, up to {@link MAX_DISCARDED_BODY} bytes, past which the connection is closed. It resolves
+ * with the status and `Retry-After` once the answer has ended (or was cut short after its
+ * headers), and rejects with what failed before the headers: a connection refused by the guard
+ * ({@link OutboundAddressError}), the deadline ({@link OutboundTimeoutError}), an abort (its reason).
  */
 export function outboundPost(agent: Agent): OutboundPost {
   return (url, { headers, body, timeoutMs, cancellable }) =>
@@ -168,6 +168,7 @@ export function outboundPost(agent: Agent): OutboundPost {
       let abortRequest: AbortRequest | undefined;
       let abortedWith: Error | undefined;
       let discarded = 0;
+      let answer: PostAnswer | undefined;
       let ended = false;
       const abort: AbortRequest = (reason) => {
         if (ended) return;
@@ -182,8 +183,8 @@ export function outboundPost(agent: Agent): OutboundPost {
         ended = true;
         clearTimeout(timer);
         unregister?.();
-        // Settles the promise unless the headers already did.
-        if (error) reject(error);
+        if (answer) resolve(answer);
+        else reject(error ?? new Error("no answer"));
       }
       try {
         agent.dispatch(
@@ -203,7 +204,7 @@ export function outboundPost(agent: Agent): OutboundPost {
             },
             onHeaders(statusCode, rawHeaders) {
               if (statusCode < 200) return true; // informational: the answer follows
-              resolve({ status: statusCode, retryAfter: headerValue(rawHeaders, "retry-after") });
+              answer = { status: statusCode, retryAfter: headerValue(rawHeaders, "retry-after") };
               return true;
             },
             onData(chunk) {
