@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Webhook } from "standardwebhooks";
 import type { SqlClient } from "../db/client.js";
 import {
   messageWebhookBody,
@@ -7,7 +8,6 @@ import {
   WEBHOOK_FAILING_DISABLE_MS,
   webhookEventId,
 } from "../src/domain/webhooks.js";
-import type { Webhook } from "standardwebhooks";
 import { type OpenedSecrets, openEndpointSecrets, sendWebhook, signersAt } from "../src/messages/webhooks.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { AbortRequest, OutboundPost } from "../src/runtime/outbound/outbound-fetch.js";

@@ -28,12 +28,18 @@ const body = JSON.stringify({
     provider: { name: "simulator", message_id: "sim_0193a1b2c3d47e5f" },
   },
 });
-const ids = Array.from({ length: 1000 }, (_, i) => `evt_0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f${String(i).padStart(4, "0")}_3`);
+const ids = Array.from(
+  { length: 1000 },
+  (_, i) => `evt_0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f${String(i).padStart(4, "0")}_3`,
+);
 
 const kept = new Webhook(secret);
 const nodeSign = (id: string) =>
-  `v1,${createHmac("sha256", key).update(`${id}.${Math.floor(at.getTime() / 1000)}.${body}`).digest("base64")}`;
-if (nodeSign(ids[0] as string) !== kept.sign(ids[0] as string, at, body)) throw new Error("signatures differ");
+  `v1,${createHmac("sha256", key)
+    .update(`${id}.${Math.floor(at.getTime() / 1000)}.${body}`)
+    .digest("base64")}`;
+if (nodeSign(ids[0] as string) !== kept.sign(ids[0] as string, at, body))
+  throw new Error("signatures differ");
 
 const cases: Record<string, (id: string) => string> = {
   "standardwebhooks, a Webhook per signature": (id) => new Webhook(secret).sign(id, at, body),

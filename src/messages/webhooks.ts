@@ -170,7 +170,11 @@ export interface AttemptOutcome {
 }
 
 /** Undici's errors of a deadline: connecting, waiting for the headers, for the body. */
-const UNDICI_TIMEOUTS = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+const UNDICI_TIMEOUTS = new Set([
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+]);
 
 /** Classifies what the POST answered or threw (`outboundPost`'s errors, or `fetch`'s). */
 export function attemptOutcome(result: { status: number } | { error: unknown }): AttemptOutcome {
@@ -195,7 +199,8 @@ export function attemptOutcome(result: { status: number } | { error: unknown }):
     return { statusCode: null, errorClass: "timeout", errorCode: "ETIMEDOUT" };
   }
   const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
-  const code = typeof own === "string" ? own : typeof cause?.code === "string" ? cause.code : "ERR_CONNECTION";
+  const code =
+    typeof own === "string" ? own : typeof cause?.code === "string" ? cause.code : "ERR_CONNECTION";
   return { statusCode: null, errorClass: "connection", errorCode: code };
 }
 

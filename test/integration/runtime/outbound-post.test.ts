@@ -57,7 +57,8 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
-const allowed = () => outboundPost(createOutboundAgent({ allowedNetworks: ["127.0.0.0/8"], resolve: loopback }));
+const allowed = () =>
+  outboundPost(createOutboundAgent({ allowedNetworks: ["127.0.0.0/8"], resolve: loopback }));
 const request = (body = "{}", timeoutMs = 5_000) => ({
   headers: { "content-type": "application/json", "webhook-id": "evt_1" },
   body,
