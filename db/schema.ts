@@ -307,9 +307,11 @@ export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    endpointId: uuid("endpoint_id")
-      .notNull()
-      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    /**
+     * The endpoint; no foreign key: deleting an endpoint deletes its row only (a cascade through
+     * these rows blocked every event write), and the worker's purge deletes what it left.
+     */
+    endpointId: uuid("endpoint_id").notNull(),
     organizationId: uuid("organization_id").notNull(),
     /** The event: `message_events (message_id, seq)`. */
     messageId: uuid("message_id").notNull(),
@@ -334,9 +336,11 @@ export const webhookAttempts = pgTable(
   "webhook_attempts",
   {
     id: uuid("id").primaryKey(),
-    endpointId: uuid("endpoint_id")
-      .notNull()
-      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    /**
+     * The endpoint; no foreign key: deleting an endpoint deletes its row only (a cascade through
+     * these rows blocked every event write), and the worker's purge deletes what it left.
+     */
+    endpointId: uuid("endpoint_id").notNull(),
     organizationId: uuid("organization_id").notNull(),
     /** The `webhook-id`: the same for every attempt of one event. */
     eventId: text("event_id").notNull(),

@@ -1,0 +1,3 @@
+ALTER TABLE "webhook_attempts" DROP CONSTRAINT "webhook_attempts_endpoint_id_webhook_endpoints_id_fk";
+--> statement-breakpoint
+ALTER TABLE "webhook_deliveries" DROP CONSTRAINT "webhook_deliveries_endpoint_id_webhook_endpoints_id_fk";
