@@ -25,6 +25,7 @@ import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
+import { purgeWebhookRows } from "./webhook-purger.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
 const PRUNE_INTERVAL_MS = 60_000;
@@ -151,6 +152,21 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "idempotency key pruning failed")),
   );
 
+  // Deliveries no endpoint will send (deleted or disabled) and attempts of deleted endpoints or
+  // past their retention, a chunk at a time (docs/decisions/0036).
+  const webhookPurger = every(PRUNE_INTERVAL_MS, databaseUp, () =>
+    purgeWebhookRows(sql, {
+      now: new Date(),
+      attemptRetentionMs: config.WEBHOOK_ATTEMPT_RETENTION_DAYS * 86_400_000,
+    })
+      .then(
+        (purged) =>
+          purged.deliveries + purged.attempts + purged.expiredAttempts > 0 &&
+          logger.info(purged, "purged webhook deliveries and attempts"),
+      )
+      .catch((error: unknown) => logger.warn({ err: error }, "webhook purge failed")),
+  );
+
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
 
@@ -185,7 +201,7 @@ async function main(): Promise<void> {
   );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
+    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop(), webhookPurger.stop()]);
     // Attempts under way get a few seconds; one cut short is tried again once its lease is over.
     const webhooksStopped = webhooks.stop(Math.min(5_000, config.SHUTDOWN_TIMEOUT_MS / 4));
     database.close();

@@ -74,6 +74,8 @@ const DEFAULT_IDLE = { min: 50, max: 250 };
 const MAX_SETTLE_BATCH = 500;
 const MIN_CLAIM_GAP_MS = 5;
 const MAX_ERROR_BACKOFF_MS = 5_000;
+/** Failures in a row (not an outage) after which a batch is settled one outcome at a time, dropping what still fails. */
+const POISON_FAILURES = 3;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
 const SECRET_CACHE_LIMIT = 10_000;
@@ -146,6 +148,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       endpointId: endpoint.id,
       organizationId: delivery.organizationId,
       attemptId: deps.newId(),
+      attemptsBefore: delivery.attempts,
       eventId,
       eventType: delivery.eventType,
     };
@@ -236,15 +239,47 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     for (const outcome of settled) if (holding.delete(outcome)) release(outcome.endpointId);
   }
 
+  /** Records an attempt that threw as failed, nothing sent (`not_sendable`); it holds its slots until settled. */
+  function recordUnexpected(delivery: ClaimedDelivery): boolean {
+    const at = deps.now();
+    const next = nextWebhookAttempt(
+      delivery.attempts + 1,
+      { statusCode: null, retryAfter: null },
+      deps.random,
+      at,
+      deps.retryDelaysMs,
+    );
+    deps.metrics?.webhookAttempt("not_sendable");
+    const outcome: DeliverySettlement = {
+      deliveryId: delivery.id,
+      endpointId: delivery.endpointId,
+      organizationId: delivery.organizationId,
+      attemptId: deps.newId(),
+      attemptsBefore: delivery.attempts,
+      eventId: webhookEventId(delivery.messageId, delivery.seq),
+      eventType: delivery.eventType,
+      attemptedAt: at,
+      durationMs: 0,
+      statusCode: null,
+      errorClass: "not_sendable",
+      errorCode: "ERR_UNEXPECTED",
+      ...(next.step === "retry" ? { result: "retry", retryAt: next.at } : { result: "given_up" }),
+    };
+    outcomes.push(outcome);
+    holding.add(outcome);
+    return true;
+  }
+
   function start(delivery: ClaimedDelivery): void {
     const endpointId = delivery.endpointId;
     inFlight++;
     inFlightByEndpoint.set(endpointId, (inFlightByEndpoint.get(endpointId) ?? 0) + 1);
     const running: Promise<void> = attempt(delivery)
       .catch((error: unknown) => {
-        // A bug, not an endpoint's failure: the lease runs out and the delivery is tried again.
+        // A bug, not an endpoint's failure: recorded as a failed attempt (nothing sent), so that it
+        // follows the retry schedule and does not hold back its message's later events forever.
         deps.logger.error({ err: error, deliveryId: delivery.id }, "webhook attempt failed unexpectedly");
-        return false;
+        return recordUnexpected(delivery);
       })
       .then((holds) => {
         if (!holds) release(endpointId);
@@ -264,11 +299,14 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   async function settleAll(): Promise<void> {
     let failures = 0;
+    /** Failures in a row that were not an outage. */
+    let refusals = 0;
     while (outcomes.length > 0) {
       const batch = outcomes.splice(0, MAX_SETTLE_BATCH);
       try {
         const disabled = await settleDeliveries(deps.sql, batch, { now: deps.now(), failingDisableMs });
         failures = 0;
+        refusals = 0;
         releaseHeld(batch);
         for (const { endpointId, reason } of disabled) {
           deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
@@ -288,6 +326,12 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         }
         if (deps.database?.reportFailure(error)) {
           await deps.database.waitUntilAvailable(MAX_ERROR_BACKOFF_MS);
+        } else if (++refusals >= POISON_FAILURES) {
+          // Not an outage, and again and again: this batch must not stay at the head for ever.
+          deps.logger.warn({ err: error, failures }, "settling webhook attempts keeps failing; settling them one by one");
+          outcomes.splice(0, batch.length);
+          refusals = 0;
+          await settleEachOrDrop(batch);
         } else {
           if (failures === 1 || failures % 20 === 0) {
             deps.logger.warn({ err: error, failures }, "settling webhook attempts failed; retrying");
@@ -296,6 +340,30 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         }
       }
     }
+  }
+
+  /**
+   * Settles a batch that keeps failing one outcome at a time, dropping (logged, slots released)
+   * each that fails again for any reason but an outage: its lease runs out and it is tried again
+   * (at least once). Outcomes left when the database goes away go back at the head of the queue.
+   */
+  async function settleEachOrDrop(batch: DeliverySettlement[]): Promise<void> {
+    for (const [index, outcome] of batch.entries()) {
+      try {
+        await settleDeliveries(deps.sql, [outcome], { now: deps.now(), failingDisableMs });
+      } catch (error) {
+        if (deps.database?.reportFailure(error)) {
+          outcomes.unshift(...batch.slice(index));
+          return;
+        }
+        deps.logger.error(
+          { err: error, deliveryId: outcome.deliveryId, attemptId: outcome.attemptId },
+          "webhook attempt could not be settled; dropped (its lease will run out)",
+        );
+      }
+      releaseHeld([outcome]);
+    }
+    wake?.();
   }
 
   const loop = (async () => {

@@ -272,6 +272,8 @@ export const configSchema = z.object({
    * tries again after this. More than an attempt's 10 s time-out.
    */
   WEBHOOK_LEASE_MS: int(11_000, 3_600_000).default(30_000),
+  /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
+  WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
 });
 
 type Parsed = z.infer<typeof configSchema>;

@@ -73,6 +73,15 @@ export async function updateWebhookEndpoint(
 }
 
 /**
+ * Drops the deliveries waiting for an endpoint: what disabling it does, in the disable's own
+ * transaction (docs/decisions/0036). Their last attempt's row says what happened to them; the
+ * organization recovers what it missed with `POST …/recover`.
+ */
+export async function dropWaitingDeliveries(db: Executor, endpointId: string): Promise<void> {
+  await db.execute(sql`delete from webhook_deliveries where endpoint_id = ${endpointId}::uuid`);
+}
+
+/**
  * Gives one of the organization's endpoints a new sealed secret, the current one becoming its
  * previous one until `previousExpiresAt`, in one statement: two rotations at once each keep the
  * secret the other replaced, and none is lost. Undefined when the organization has no such endpoint.
@@ -91,7 +100,12 @@ export async function rotateWebhookEndpointSecret(
   return row;
 }
 
-/** Deletes one of the organization's endpoints (its attempts go with it); false when it has none such. */
+/**
+ * Deletes one of the organization's endpoints, its row only: its waiting deliveries are never sent
+ * (the claim and the listings go through the endpoint) and the worker's purge deletes them and its
+ * attempts later, a chunk at a time (workers/webhook-purger.ts), so that no cascade holds locks
+ * every event write may wait on. False when the organization has no such endpoint.
+ */
 export async function deleteWebhookEndpoint(
   db: Executor,
   organizationId: string,
