@@ -328,7 +328,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
           await deps.database.waitUntilAvailable(MAX_ERROR_BACKOFF_MS);
         } else if (++refusals >= POISON_FAILURES) {
           // Not an outage, and again and again: this batch must not stay at the head for ever.
-          deps.logger.warn({ err: error, failures }, "settling webhook attempts keeps failing; settling them one by one");
+          deps.logger.warn(
+            { err: error, failures },
+            "settling webhook attempts keeps failing; settling them one by one",
+          );
           outcomes.splice(0, batch.length);
           refusals = 0;
           await settleEachOrDrop(batch);
@@ -350,7 +353,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   async function settleEachOrDrop(batch: DeliverySettlement[]): Promise<void> {
     for (const [index, outcome] of batch.entries()) {
       try {
-        await settleDeliveries(deps.sql, [outcome], { now: deps.now(), failingDisableMs });
+        const disabled = await settleDeliveries(deps.sql, [outcome], { now: deps.now(), failingDisableMs });
+        for (const { endpointId, reason } of disabled) {
+          deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
+        }
       } catch (error) {
         if (deps.database?.reportFailure(error)) {
           outcomes.unshift(...batch.slice(index));

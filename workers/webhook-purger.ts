@@ -36,10 +36,13 @@ export function uuidv7Floor(at: Date): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
 }
 
-export async function purgeWebhookRows(sql: postgres.Sql, options: WebhookPurgeOptions): Promise<WebhookPurge> {
+export async function purgeWebhookRows(
+  sql: postgres.Sql,
+  options: WebhookPurgeOptions,
+): Promise<WebhookPurge> {
   const batchSize = options.batchSize ?? 5000;
   const maxBatches = options.maxBatches ?? 100;
-  // A string: drizzle's driver leaves dates to the caller (it turns the client's serializer off).
+  // Passed as ISO strings: drizzle's driver leaves dates to the caller (the client's serializer is off).
   const cutoff = new Date(options.now.getTime() - options.attemptRetentionMs);
 
   // The endpoints of pending deliveries, by a loose index scan of webhook_deliveries_due_idx (one
@@ -56,10 +59,13 @@ export async function purgeWebhookRows(sql: postgres.Sql, options: WebhookPurgeO
     select ids.endpoint_id from ids
     where not exists (select 1 from webhook_endpoints w where w.id = ids.endpoint_id and w.enabled)
     limit ${ENDPOINTS_PER_CALL}`;
-  const deliveries = await inChunks(batchSize, maxBatches, () => {
-    const ids = deadForDeliveries.map((row) => row.endpoint_id);
-    // Checked again in the statement: an endpoint re-enabled since keeps what it got since.
-    return sql`
+  const deliveries = await inChunks(
+    batchSize,
+    maxBatches,
+    () => {
+      const ids = deadForDeliveries.map((row) => row.endpoint_id);
+      // Checked again in the statement: an endpoint re-enabled since keeps what it got since.
+      return sql`
       delete from webhook_deliveries
       where ctid = any(array(
         select d.ctid from webhook_deliveries d
@@ -68,7 +74,9 @@ export async function purgeWebhookRows(sql: postgres.Sql, options: WebhookPurgeO
         limit ${batchSize}
         for update skip locked
       ))`;
-  }, deadForDeliveries.length > 0);
+    },
+    deadForDeliveries.length > 0,
+  );
 
   // The endpoints of attempts (webhook_attempts_endpoint_idx) that no longer exist.
   const deletedForAttempts = await sql<Array<{ endpoint_id: string }>>`
@@ -83,9 +91,12 @@ export async function purgeWebhookRows(sql: postgres.Sql, options: WebhookPurgeO
     select ids.endpoint_id from ids
     where not exists (select 1 from webhook_endpoints w where w.id = ids.endpoint_id)
     limit ${ENDPOINTS_PER_CALL}`;
-  const attempts = await inChunks(batchSize, maxBatches, () => {
-    const ids = deletedForAttempts.map((row) => row.endpoint_id);
-    return sql`
+  const attempts = await inChunks(
+    batchSize,
+    maxBatches,
+    () => {
+      const ids = deletedForAttempts.map((row) => row.endpoint_id);
+      return sql`
       delete from webhook_attempts
       where ctid = any(array(
         select a.ctid from webhook_attempts a
@@ -94,17 +105,23 @@ export async function purgeWebhookRows(sql: postgres.Sql, options: WebhookPurgeO
         limit ${batchSize}
         for update skip locked
       ))`;
-  }, deletedForAttempts.length > 0);
+    },
+    deletedForAttempts.length > 0,
+  );
 
   // Attempts past the retention, through the primary key (their ids are UUIDv7s, in time order).
-  const expiredAttempts = await inChunks(batchSize, maxBatches, () => sql`
+  const expiredAttempts = await inChunks(
+    batchSize,
+    maxBatches,
+    () => sql`
     delete from webhook_attempts
     where ctid = any(array(
       select ctid from webhook_attempts
       where id < ${uuidv7Floor(cutoff)}::uuid and attempted_at < ${cutoff.toISOString()}::timestamptz
       limit ${batchSize}
       for update skip locked
-    ))`);
+    ))`,
+  );
   return { deliveries, attempts, expiredAttempts };
 }
 

@@ -78,24 +78,30 @@ in_flight as (
   select * from json_to_recordset($3::json) as i(endpoint_id uuid, attempts integer)
 ),
 due_endpoints as (
-  select w.*, $2::integer - coalesce(i.attempts, 0) as slots
-  from firsts f
-  -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
-  -- join that would read every endpoint).
-  cross join lateral (
-    select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
-      w.previous_secret_expires_at, w.updated_at
-    from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
-  left join in_flight i on i.endpoint_id = f.endpoint_id
-  where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
-    and exists (
-      select 1 from webhook_deliveries d
-      where d.endpoint_id = f.endpoint_id and d.next_attempt_at <= now()
-        and not exists (
-          select 1 from webhook_deliveries p
-          where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
-            and p.attempts = 0))
-  order by f.next_attempt_at
+  select e.* from (
+    select w.*, $2::integer - coalesce(i.attempts, 0) as slots, f.next_attempt_at as due_at
+    from firsts f
+    -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
+    -- join that would read every endpoint).
+    cross join lateral (
+      select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
+        w.previous_secret_expires_at, w.updated_at
+      from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
+    left join in_flight i on i.endpoint_id = f.endpoint_id
+    where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
+    order by f.next_attempt_at
+    -- Not flattened: the check below runs on the sorted endpoints, only until enough are found.
+    offset 0) e
+  -- Only endpoints with a row the claim may take (the same predicate): one whose due rows all
+  -- wait on an earlier event of their message must not use up the claim's endpoints.
+  where exists (
+    select 1 from webhook_deliveries d
+    where d.endpoint_id = e.id and d.next_attempt_at <= now()
+      and not exists (
+        select 1 from webhook_deliveries p
+        where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
+          and p.attempts = 0))
+  order by e.due_at
   limit 2 * $1::integer
 ),
 claimed as (

@@ -898,7 +898,9 @@ describe("the purge", () => {
     expect(purged.deliveries).toBeGreaterThanOrEqual(3);
     expect(purged.expiredAttempts).toBeGreaterThanOrEqual(3);
     expect(await deliveriesLeft(off.id)).toBe(0);
-    const [left] = await h.sql<Array<{ id: string }>>`select id from webhook_deliveries where endpoint_id = ${on.id}`;
+    const [left] = await h.sql<
+      Array<{ id: string }>
+    >`select id from webhook_deliveries where endpoint_id = ${on.id}`;
     expect(Number(left?.id)).toBe(kept);
     const ages = (await attemptsOf(on.id)).map((a) => Math.round((now - a.attempted_at) / 86_400_000));
     expect(ages).toEqual([29, 1]);
