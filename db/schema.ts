@@ -324,6 +324,12 @@ export const webhookDeliveries = pgTable(
     attempts: integer("attempts").notNull().default(0),
     /** When it may be tried next; while an attempt is under way, when that attempt's lease ends. */
     nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
+    /**
+     * Set by a claim, cleared when a retry is settled: `next_attempt_at` is then a lease's end,
+     * not a retry's time, and a recovery does not bring it forward (it stays set when the worker
+     * died; the row is claimed again when the lease runs out all the same).
+     */
+    leased: boolean("leased").notNull().default(false),
   },
   (t) => [
     unique("webhook_deliveries_event_unique").on(t.endpointId, t.messageId, t.seq),

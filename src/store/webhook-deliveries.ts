@@ -120,7 +120,8 @@ claimed as (
   limit $1::integer
 ),
 leased as (
-  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond'
+  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond',
+    leased = true
   from claimed c where d.id = c.id
   returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts
 )
@@ -328,7 +329,7 @@ removed as (
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),
 rescheduled as (
-  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at
+  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased = false
   from o where d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),

@@ -209,12 +209,16 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       select ${request.endpointId}::uuid, ${request.organizationId}::uuid, message_id, seq, event_type, occurred_at
       from chosen
       order by occurred_at, message_id, seq
-      on conflict on constraint webhook_deliveries_event_unique do nothing
-      returning 1
+      -- One pending already is not doubled; one waiting on a retry is brought forward (not one
+      -- leased to a worker: that would send it twice at once and break its message's order).
+      on conflict on constraint webhook_deliveries_event_unique do update
+        set next_attempt_at = least(webhook_deliveries.next_attempt_at, now())
+        where webhook_deliveries.attempts > 0 and not webhook_deliveries.leased
+      returning webhook_deliveries.xmax = 0 as inserted
     )
     select
       (select count(*) from chosen)::int as recovered,
-      (select count(*) from queued)::int as queued,
+      (select count(*) from queued where inserted)::int as queued,
       (select occurred_at from found order by occurred_at, message_id, seq offset ${request.limit}::int limit 1)
         as next_since`;
 }
@@ -222,8 +226,9 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
 /**
  * Queues again every event of the organization's messages since `request.since` that the
  * endpoint subscribes to, in event order (`occurred_at`, message, `seq`), as deliveries due now,
- * at most `request.limit`: one already pending is not doubled. Nothing is queued when the
- * organization has no such endpoint.
+ * at most `request.limit`: one already pending is not doubled, and is made due now if it waits on
+ * a retry (not while a worker holds it). Nothing is queued when the organization has no such
+ * endpoint.
  */
 export async function recoverWebhookDeliveries(db: Executor, request: RecoveryRequest): Promise<Recovery> {
   const [row] = await db.execute<{ recovered: number; queued: number; next_since: string | Date | null }>(

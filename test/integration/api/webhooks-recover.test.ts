@@ -256,6 +256,39 @@ describe("recovering a webhook endpoint's events", () => {
     expect(after[0]).toEqual(fannedOut[1]);
   });
 
+  it("brings forward an event waiting on a retry, and not one a worker holds (leased)", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org);
+    const start = new Date(Date.now() - 10 * MINUTE);
+    const id = await writeMessage(org, start, [
+      [1000, "started"],
+      [2000, "success"],
+    ]);
+    const [waiting, held] = await deliveriesOf(endpoint);
+    // The first failed once and waits 5 h for its retry; the second is in flight for its second attempt.
+    await h.db.execute(sql`update webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '5 hours'
+      where id = ${waiting?.id}`);
+    await h.db.execute(sql`update webhook_deliveries set attempts = 1, leased = true,
+      next_attempt_at = now() + interval '30 seconds' where id = ${held?.id}`);
+    const stored = await findWebhookEndpoint(h.db, org.id, endpoint);
+    if (!stored) throw new Error("endpoint not stored");
+
+    expect(await recoverWebhookEvents(h.deps, stored, start)).toEqual({
+      outcome: "recovered",
+      recovered: 2,
+      queued: 0,
+      nextSince: null,
+    });
+    const rows = await h.db.execute<{ seq: number; attempts: number; due: boolean; leased: boolean }>(sql`
+      select seq, attempts, next_attempt_at <= now() as due, leased
+      from webhook_deliveries where endpoint_id = ${endpoint} order by seq`);
+    expect(rows.map((r) => ({ ...r }))).toEqual([
+      { seq: 1, attempts: 1, due: true, leased: false },
+      { seq: 3, attempts: 1, due: false, leased: true },
+    ]);
+    expect(waiting?.message_id).toBe(id);
+  });
+
   it("stops after the limit and says where to go on from; going on from there queues the rest, in order", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org, { enabled: false });

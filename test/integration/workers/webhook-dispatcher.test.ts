@@ -586,9 +586,10 @@ describe("webhook dispatcher", () => {
     });
     // Only the accepted event: the later ones wait while it is in flight.
     expect(claimed.map((c) => [c.messageId, c.seq])).toEqual([[id, 1]]);
-    const [lease] = await h.sql<Array<{ until: number }>>`
-      select (extract(epoch from next_attempt_at) * 1000)::float8 as until
+    const [lease] = await h.sql<Array<{ until: number; leased: boolean }>>`
+      select (extract(epoch from next_attempt_at) * 1000)::float8 as until, leased
       from webhook_deliveries where id = ${claimed[0]?.id ?? 0}`;
+    expect(lease?.leased).toBe(true);
     dispatcher({ attemptTimeoutMs: 1000, leaseMs: 1500 });
 
     const events = await sendableEvents([id]);
@@ -701,6 +702,7 @@ describe("settling again what was settled (a lost reply)", () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/replay");
     const deliveryId = await insertDelivery(endpoint.id, org.id);
+    await h.sql`update webhook_deliveries set leased = true where id = ${deliveryId}`;
     const retryAt = new Date(Date.now() + 3_600_000);
     const batch: DeliverySettlement[] = [
       {
@@ -724,9 +726,9 @@ describe("settling again what was settled (a lost reply)", () => {
     await settleDeliveries(h.sql, batch, options);
     await settleDeliveries(h.sql, batch, options);
 
-    const [row] = await h.sql<Array<{ attempts: number }>>`
-      select attempts from webhook_deliveries where id = ${deliveryId}`;
-    expect(row?.attempts).toBe(1);
+    const [row] = await h.sql<Array<{ attempts: number; leased: boolean }>>`
+      select attempts, leased from webhook_deliveries where id = ${deliveryId}`;
+    expect(row).toEqual({ attempts: 1, leased: false });
     expect(await attemptsOf(endpoint.id)).toHaveLength(1);
   });
 
