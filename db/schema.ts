@@ -320,9 +320,11 @@ export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    endpointId: uuid("endpoint_id")
-      .notNull()
-      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    /**
+     * The endpoint; no foreign key: deleting an endpoint deletes its row only (a cascade through
+     * these rows blocked every event write), and the worker's purge deletes what it left.
+     */
+    endpointId: uuid("endpoint_id").notNull(),
     organizationId: uuid("organization_id").notNull(),
     /** The event: `message_events (message_id, seq)`. */
     messageId: uuid("message_id").notNull(),
@@ -335,6 +337,12 @@ export const webhookDeliveries = pgTable(
     attempts: integer("attempts").notNull().default(0),
     /** When it may be tried next; while an attempt is under way, when that attempt's lease ends. */
     nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
+    /**
+     * Set by a claim, cleared when a retry is settled: `next_attempt_at` is then a lease's end,
+     * not a retry's time, and a recovery does not bring it forward (it stays set when the worker
+     * died; the row is claimed again when the lease runs out all the same).
+     */
+    leased: boolean("leased").notNull().default(false),
   },
   (t) => [
     unique("webhook_deliveries_event_unique").on(t.endpointId, t.messageId, t.seq),
@@ -347,9 +355,11 @@ export const webhookAttempts = pgTable(
   "webhook_attempts",
   {
     id: uuid("id").primaryKey(),
-    endpointId: uuid("endpoint_id")
-      .notNull()
-      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    /**
+     * The endpoint; no foreign key: deleting an endpoint deletes its row only (a cascade through
+     * these rows blocked every event write), and the worker's purge deletes what it left.
+     */
+    endpointId: uuid("endpoint_id").notNull(),
     organizationId: uuid("organization_id").notNull(),
     /** The `webhook-id`: the same for every attempt of one event. */
     eventId: text("event_id").notNull(),

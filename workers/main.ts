@@ -9,7 +9,7 @@ import { coalesceWrites } from "../src/runtime/coalesce-writes.js";
 import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
-import { createOutboundAgent, outboundFetch } from "../src/runtime/outbound/outbound-fetch.js";
+import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
@@ -25,6 +25,7 @@ import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
+import { purgeWebhookRows } from "./webhook-purger.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
 const PRUNE_INTERVAL_MS = 60_000;
@@ -156,6 +157,20 @@ async function main(): Promise<void> {
       "PUBLIC_BASE_URL is unset: Twilio is asked for no status callbacks, so no SMS delivery receipt will arrive",
     );
   }
+  // Deliveries no endpoint will send (deleted or disabled) and attempts of deleted endpoints or
+  // past their retention, a chunk at a time (docs/decisions/0036).
+  const webhookPurger = every(PRUNE_INTERVAL_MS, databaseUp, () =>
+    purgeWebhookRows(sql, {
+      now: new Date(),
+      attemptRetentionMs: config.WEBHOOK_ATTEMPT_RETENTION_DAYS * 86_400_000,
+    })
+      .then(
+        (purged) =>
+          purged.deliveries + purged.attempts + purged.expiredAttempts > 0 &&
+          logger.info(purged, "purged webhook deliveries and attempts"),
+      )
+      .catch((error: unknown) => logger.warn({ err: error }, "webhook purge failed")),
+  );
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
@@ -171,7 +186,7 @@ async function main(): Promise<void> {
     logger,
     secrets,
     // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
+    post: outboundPost(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
     newId: uuidv7,
     now: () => new Date(),
     random: Math.random,
@@ -191,7 +206,7 @@ async function main(): Promise<void> {
   );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop()]);
+    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop(), webhookPurger.stop()]);
     // Attempts under way get a few seconds; one cut short is tried again once its lease is over.
     const webhooksStopped = webhooks.stop(Math.min(5_000, config.SHUTDOWN_TIMEOUT_MS / 4));
     database.close();

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Webhook } from "standardwebhooks";
 import type { SqlClient } from "../db/client.js";
 import {
   messageWebhookBody,
@@ -7,13 +8,9 @@ import {
   WEBHOOK_FAILING_DISABLE_MS,
   webhookEventId,
 } from "../src/domain/webhooks.js";
-import {
-  type OpenedSecrets,
-  openEndpointSecrets,
-  secretsSigningAt,
-  sendWebhook,
-} from "../src/messages/webhooks.js";
+import { type OpenedSecrets, openEndpointSecrets, sendWebhook, signersAt } from "../src/messages/webhooks.js";
 import type { Logger } from "../src/runtime/logger.js";
+import type { AbortRequest, OutboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import type { WebhookSecrets } from "../src/runtime/webhook-secrets.js";
 import {
   type ClaimedDelivery,
@@ -43,8 +40,8 @@ export interface WebhookDispatcherDeps {
   sql: SqlClient;
   logger: Logger;
   secrets: WebhookSecrets;
-  /** `fetch` through the outbound guard (WEBHOOK_ALLOWED_NETWORKS), never following a redirect. */
-  fetch: typeof fetch;
+  /** POST through the outbound guard (WEBHOOK_ALLOWED_NETWORKS), never following a redirect. */
+  post: OutboundPost;
   newId: () => string;
   now: () => Date;
   random: () => number;
@@ -77,6 +74,8 @@ const DEFAULT_IDLE = { min: 50, max: 250 };
 const MAX_SETTLE_BATCH = 500;
 const MIN_CLAIM_GAP_MS = 5;
 const MAX_ERROR_BACKOFF_MS = 5_000;
+/** Failures in a row (not an outage) after which a batch is settled one outcome at a time, dropping what still fails. */
+const POISON_FAILURES = 3;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
 const SECRET_CACHE_LIMIT = 10_000;
@@ -92,8 +91,19 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   let inFlight = 0;
   const attempts = new Set<Promise<void>>();
   const outcomes: DeliverySettlement[] = [];
+  /** The outcomes waiting to be settled whose slots stay taken until then (all but successes). */
+  const holding = new Set<DeliverySettlement>();
+  /** Whether the loop waits for slots (it is then woken as soon as a quarter of them is free). */
+  let waitingForSlots = false;
   const secretCache = new Map<string, { updatedAt: string; opened: OpenedSecrets }>();
-  const shutdown = new AbortController();
+  // Aborts of the attempts in flight (aborted at the end of a shutdown's drain): a set, not a
+  // signal with a listener per attempt.
+  const aborts = new Set<AbortRequest>();
+  let aborted = false;
+  const cancellable = (abort: AbortRequest) => {
+    aborts.add(abort);
+    return () => aborts.delete(abort);
+  };
   let stopped = false;
   let settling: Promise<void> | undefined;
 
@@ -119,7 +129,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     return opened;
   }
 
-  /** Makes one attempt; true when its outcome waits to be settled, false when there is none to record. */
+  /**
+   * Makes one attempt; true when its outcome holds the delivery's slots until it is settled (a
+   * failure), false when they are free at once (a success, or nothing to record).
+   */
   async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
@@ -135,16 +148,17 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       endpointId: endpoint.id,
       organizationId: delivery.organizationId,
       attemptId: deps.newId(),
+      attemptsBefore: delivery.attempts,
       eventId,
       eventType: delivery.eventType,
     };
-    let secrets: string[] | undefined;
+    let signers: Webhook[] | undefined;
     try {
-      secrets = secretsSigningAt(secretsFor(endpoint), at);
+      signers = signersAt(secretsFor(endpoint), at);
     } catch (error) {
       deps.logger.error({ err: error, endpointId: endpoint.id }, "webhook endpoint's secret does not open");
     }
-    if (!secrets || !body) {
+    if (!signers || !body) {
       // Nothing can be sent: a secret sealed under another WEBHOOK_SECRET_KEY (rotate it), or an
       // event the fan-out should not have written. A failed attempt, on the schedule like any.
       settlement = {
@@ -152,22 +166,22 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         attemptedAt: at,
         durationMs: 0,
         statusCode: null,
-        errorClass: secrets ? "not_sendable" : "secret_unreadable",
-        errorCode: secrets ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
+        errorClass: signers ? "not_sendable" : "secret_unreadable",
+        errorCode: signers ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
       };
     } else {
       const sent = await sendWebhook(
-        deps.fetch,
+        deps.post,
         endpoint.url,
-        secrets,
+        signers,
         { id: eventId, body: JSON.stringify(body) },
         at,
         timeoutMs,
-        shutdown.signal,
+        cancellable,
       );
       // Cut short by the shutdown: not the endpoint's doing, and not recorded; the lease runs out
       // and another process (or this one, restarted) tries again.
-      if (shutdown.signal.aborted && sent.outcome.errorClass !== null) return false;
+      if (aborted && sent.outcome.errorClass !== null) return false;
       retryAfter = sent.retryAfter;
       settlement = { ...base, attemptedAt: at, durationMs: sent.durationMs, ...sent.outcome };
     }
@@ -178,39 +192,82 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       deps.now(),
       deps.retryDelaysMs,
     );
+    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    let outcome: DeliverySettlement;
     switch (next.step) {
       case "delivered":
-        outcomes.push({ ...settlement, result: "delivered" });
         deps.metrics?.webhookDelivered(
           Math.max(0, (deps.now().getTime() - Date.parse(delivery.eventAt)) / 1000),
         );
-        break;
+        // Nothing waits on a success's settlement but the message's later events, which the
+        // claim holds back while this row is there, untried (`attempts = 0`): its slots are free.
+        outcomes.push({ ...settlement, result: "delivered" });
+        return false;
       case "retry":
-        outcomes.push({ ...settlement, result: "retry", retryAt: next.at });
+        outcome = { ...settlement, result: "retry", retryAt: next.at };
         break;
       case "give_up":
-        outcomes.push({ ...settlement, result: "given_up" });
+        outcome = { ...settlement, result: "given_up" };
         break;
       case "disable_endpoint":
-        outcomes.push({ ...settlement, result: "gone" });
+        outcome = { ...settlement, result: "gone" };
         break;
       default:
-        next satisfies never;
+        return next satisfies never;
     }
-    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
+    outcomes.push(outcome);
+    holding.add(outcome);
     return true;
   }
 
   /**
-   * Frees a delivery's slots once its outcome is settled (or it has none): until then it counts
-   * against the caps, so that after a 410 or a failure the endpoint gets no new attempt from this
-   * process before the endpoint's state and the message's order say whether it may.
+   * Frees a delivery's slots once its attempt succeeded or had nothing to record, and a failed
+   * one's once its outcome is settled: until then it counts against the caps, so that after a 410
+   * or a failure the endpoint gets no new attempt from this process before the endpoint's state
+   * and the message's order say whether it may.
    */
   function release(endpointId: string): void {
     inFlight--;
     const left = (inFlightByEndpoint.get(endpointId) ?? 1) - 1;
     if (left > 0) inFlightByEndpoint.set(endpointId, left);
     else inFlightByEndpoint.delete(endpointId);
+    if (waitingForSlots && inFlight <= (deps.concurrency * 3) / 4) wake?.();
+  }
+
+  /** Frees the slots of settled (or abandoned) outcomes that held them. */
+  function releaseHeld(settled: readonly DeliverySettlement[]): void {
+    for (const outcome of settled) if (holding.delete(outcome)) release(outcome.endpointId);
+  }
+
+  /** Records an attempt that threw as failed, nothing sent (`not_sendable`); it holds its slots until settled. */
+  function recordUnexpected(delivery: ClaimedDelivery): boolean {
+    const at = deps.now();
+    const next = nextWebhookAttempt(
+      delivery.attempts + 1,
+      { statusCode: null, retryAfter: null },
+      deps.random,
+      at,
+      deps.retryDelaysMs,
+    );
+    deps.metrics?.webhookAttempt("not_sendable");
+    const outcome: DeliverySettlement = {
+      deliveryId: delivery.id,
+      endpointId: delivery.endpointId,
+      organizationId: delivery.organizationId,
+      attemptId: deps.newId(),
+      attemptsBefore: delivery.attempts,
+      eventId: webhookEventId(delivery.messageId, delivery.seq),
+      eventType: delivery.eventType,
+      attemptedAt: at,
+      durationMs: 0,
+      statusCode: null,
+      errorClass: "not_sendable",
+      errorCode: "ERR_UNEXPECTED",
+      ...(next.step === "retry" ? { result: "retry", retryAt: next.at } : { result: "given_up" }),
+    };
+    outcomes.push(outcome);
+    holding.add(outcome);
+    return true;
   }
 
   function start(delivery: ClaimedDelivery): void {
@@ -219,12 +276,13 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     inFlightByEndpoint.set(endpointId, (inFlightByEndpoint.get(endpointId) ?? 0) + 1);
     const running: Promise<void> = attempt(delivery)
       .catch((error: unknown) => {
-        // A bug, not an endpoint's failure: the lease runs out and the delivery is tried again.
+        // A bug, not an endpoint's failure: recorded as a failed attempt (nothing sent), so that it
+        // follows the retry schedule and does not hold back its message's later events forever.
         deps.logger.error({ err: error, deliveryId: delivery.id }, "webhook attempt failed unexpectedly");
-        return false;
+        return recordUnexpected(delivery);
       })
-      .then((recorded) => {
-        if (!recorded) release(endpointId);
+      .then((holds) => {
+        if (!holds) release(endpointId);
         attempts.delete(running);
         settleSoon();
       });
@@ -241,12 +299,15 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   async function settleAll(): Promise<void> {
     let failures = 0;
+    /** Failures in a row that were not an outage. */
+    let refusals = 0;
     while (outcomes.length > 0) {
       const batch = outcomes.splice(0, MAX_SETTLE_BATCH);
       try {
         const disabled = await settleDeliveries(deps.sql, batch, { now: deps.now(), failingDisableMs });
         failures = 0;
-        for (const settled of batch) release(settled.endpointId);
+        refusals = 0;
+        releaseHeld(batch);
         for (const { endpointId, reason } of disabled) {
           deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
         }
@@ -260,11 +321,20 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
             { err: error, unsettled: outcomes.length },
             "webhook attempts left unsettled at shutdown",
           );
-          for (const unsettled of outcomes.splice(0)) release(unsettled.endpointId);
+          releaseHeld(outcomes.splice(0));
           return;
         }
         if (deps.database?.reportFailure(error)) {
           await deps.database.waitUntilAvailable(MAX_ERROR_BACKOFF_MS);
+        } else if (++refusals >= POISON_FAILURES) {
+          // Not an outage, and again and again: this batch must not stay at the head for ever.
+          deps.logger.warn(
+            { err: error, failures },
+            "settling webhook attempts keeps failing; settling them one by one",
+          );
+          outcomes.splice(0, batch.length);
+          refusals = 0;
+          await settleEachOrDrop(batch);
         } else {
           if (failures === 1 || failures % 20 === 0) {
             deps.logger.warn({ err: error, failures }, "settling webhook attempts failed; retrying");
@@ -275,18 +345,53 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     }
   }
 
+  /**
+   * Settles a batch that keeps failing one outcome at a time, dropping (logged, slots released)
+   * each that fails again for any reason but an outage: its lease runs out and it is tried again
+   * (at least once). Outcomes left when the database goes away go back at the head of the queue.
+   */
+  async function settleEachOrDrop(batch: DeliverySettlement[]): Promise<void> {
+    for (const [index, outcome] of batch.entries()) {
+      try {
+        const disabled = await settleDeliveries(deps.sql, [outcome], { now: deps.now(), failingDisableMs });
+        for (const { endpointId, reason } of disabled) {
+          deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
+        }
+      } catch (error) {
+        if (deps.database?.reportFailure(error)) {
+          outcomes.unshift(...batch.slice(index));
+          return;
+        }
+        deps.logger.error(
+          { err: error, deliveryId: outcome.deliveryId, attemptId: outcome.attemptId },
+          "webhook attempt could not be settled; dropped (its lease will run out)",
+        );
+      }
+      releaseHeld([outcome]);
+    }
+    wake?.();
+  }
+
   const loop = (async () => {
     let idleMs = idle.min;
     let lastClaimAt = Number.NEGATIVE_INFINITY;
     let failures = 0;
+    /** Whether the last claim took all it asked for: more is due, held back only by the slots. */
+    let backlog = false;
     while (!stopped) {
       if (deps.database && !deps.database.available) {
         await deps.database.waitUntilAvailable(idle.max);
         continue;
       }
       const free = deps.concurrency - inFlight;
-      if (free <= 0) {
-        await pause(idle.max);
+      // With a backlog, a claim waits for a quarter of the slots to be free (a few attempts'
+      // time): fewer, bigger claims for the same deliveries per second. Slots held by slow
+      // attempts are not waited for longer than `idle.min`, once.
+      if (free <= 0 || (backlog && free < deps.concurrency / 4)) {
+        waitingForSlots = true;
+        await pause(free <= 0 ? idle.max : idle.min);
+        waitingForSlots = false;
+        backlog = false;
         continue;
       }
       // Settles come every few milliseconds under load, each waking the loop: claims are spaced
@@ -312,7 +417,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         continue;
       }
       for (const delivery of claimed) start(delivery);
-      if (claimed.length === free) {
+      backlog = claimed.length === free;
+      if (backlog) {
         idleMs = idle.min;
       } else if (claimed.length > 0) {
         // What is left is held by the caps or by the order of a message's events: a settle frees it.
@@ -342,7 +448,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
           }),
         ]);
         clearTimeout(timer);
-        shutdown.abort();
+        aborted = true;
+        for (const abort of aborts) abort(new DOMException("the dispatcher stopped", "AbortError"));
         await Promise.all([...attempts]);
       }
       await settling;

@@ -13,7 +13,7 @@ import type { Config } from "../runtime/config.js";
 import { systemTxtResolver } from "../runtime/dns.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
-import { createOutboundAgent, outboundFetch } from "../runtime/outbound/outbound-fetch.js";
+import { createOutboundAgent, outboundPost } from "../runtime/outbound/outbound-fetch.js";
 import { createRedis } from "../runtime/redis.js";
 import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
@@ -116,12 +116,12 @@ export function verifiedSendersFor(
 
 /**
  * What an API process's webhook routes need: the sealer of endpoints' secrets (warning when it is
- * the public development key) and a `fetch` whose connections pass the outbound guard.
+ * the public development key) and a POST whose connections pass the outbound guard.
  */
 export function webhookDepsFor(
   config: Pick<Config, "WEBHOOK_SECRET_KEY" | "WEBHOOK_ALLOWED_NETWORKS">,
   logger?: Pick<Logger, "warn">,
-): Pick<WebhookDeps, "secrets" | "fetch"> {
+): Pick<WebhookDeps, "secrets" | "post"> {
   const secrets = webhookSecrets(config);
   if (secrets.development) {
     logger?.warn(
@@ -132,6 +132,6 @@ export function webhookDepsFor(
   return {
     secrets,
     // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
+    post: outboundPost(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
   };
 }

@@ -29,7 +29,7 @@ export interface AppDeps {
   /** Where a domain's verification record is looked up. */
   txtResolver: TxtResolver;
   /** What status webhooks need: the sealer of their secrets and a `fetch` through the outbound guard. */
-  webhooks: Pick<WebhookDeps, "secrets" | "fetch">;
+  webhooks: Pick<WebhookDeps, "secrets" | "post">;
 }
 
 export type AppEnv = {

@@ -9,7 +9,11 @@ import {
   webhookTestBody,
 } from "../domain/webhooks.js";
 import { UnreadableContentError } from "../runtime/content-crypto.js";
-import { isOutboundAddressError } from "../runtime/outbound/outbound-fetch.js";
+import {
+  type AbortRequest,
+  isOutboundAddressError,
+  type OutboundPost,
+} from "../runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets } from "../runtime/webhook-secrets.js";
 import {
   countWebhookEndpoints,
@@ -29,8 +33,8 @@ export interface WebhookDeps {
   now: () => Date;
   newId: () => string;
   secrets: WebhookSecrets;
-  /** `fetch` through the outbound guard, never following a redirect (outboundFetch). */
-  fetch: typeof fetch;
+  /** POST through the outbound guard, never following a redirect (outboundPost). */
+  post: OutboundPost;
 }
 
 export type EndpointCreation =
@@ -43,7 +47,7 @@ export type EndpointCreation =
  * the cap by as many as are in flight: it bounds a list, it is no quota).
  */
 export async function createWebhookEndpoint(
-  deps: Omit<WebhookDeps, "fetch">,
+  deps: Omit<WebhookDeps, "post">,
   organizationId: string,
   fields: { url: string; eventTypes: string[] | null; description: string | null; enabled: boolean },
 ): Promise<EndpointCreation> {
@@ -73,7 +77,7 @@ export async function createWebhookEndpoint(
  * {@link PREVIOUS_SECRET_LIFETIME_MS}. Undefined when the organization has no such endpoint.
  */
 export async function rotateWebhookSecret(
-  deps: Omit<WebhookDeps, "fetch">,
+  deps: Omit<WebhookDeps, "post">,
   endpoint: StoredWebhookEndpoint,
 ): Promise<{ endpoint: StoredWebhookEndpoint; secret: string } | undefined> {
   const secret = newWebhookSecret();
@@ -92,10 +96,14 @@ export type EndpointSecrets = Pick<
   "id" | "secretSealed" | "previousSecretSealed" | "previousSecretExpiresAt"
 >;
 
-/** An endpoint's secrets, opened: its own, and the one it replaced while that still signs. */
+/**
+ * An endpoint's secrets, opened, each as the standard library's signer (one `Webhook` per secret,
+ * kept with the opened secrets: its constructor decodes the key): its own, and the one it replaced
+ * while that still signs.
+ */
 export interface OpenedSecrets {
-  current: string;
-  previous?: { secret: string; expiresAt: Date };
+  current: Webhook;
+  previous?: { signer: Webhook; expiresAt: Date };
 }
 
 /**
@@ -104,26 +112,26 @@ export interface OpenedSecrets {
  * (sealed under a `WEBHOOK_SECRET_KEY` since changed) is left out: the current one still signs.
  */
 export function openEndpointSecrets(secrets: WebhookSecrets, endpoint: EndpointSecrets): OpenedSecrets {
-  const current = secrets.open(endpoint.id, endpoint.secretSealed);
+  const current = new Webhook(secrets.open(endpoint.id, endpoint.secretSealed));
   const previous =
     endpoint.previousSecretSealed && endpoint.previousSecretExpiresAt
       ? openOrSkip(secrets, endpoint.id, endpoint.previousSecretSealed)
       : undefined;
   return previous && endpoint.previousSecretExpiresAt
-    ? { current, previous: { secret: previous, expiresAt: endpoint.previousSecretExpiresAt } }
+    ? { current, previous: { signer: new Webhook(previous), expiresAt: endpoint.previousSecretExpiresAt } }
     : { current };
 }
 
-/** The secrets that sign at `now`: the current one, and the previous one for 24 h after a rotation. */
-export function secretsSigningAt(opened: OpenedSecrets, now: Date): string[] {
+/** The signers at `now`: the current secret's, and the previous one's for 24 h after a rotation. */
+export function signersAt(opened: OpenedSecrets, now: Date): Webhook[] {
   return opened.previous && opened.previous.expiresAt > now
-    ? [opened.current, opened.previous.secret]
+    ? [opened.current, opened.previous.signer]
     : [opened.current];
 }
 
-/** The secrets that sign for the endpoint now (see {@link openEndpointSecrets}). */
-export function signingSecrets(secrets: WebhookSecrets, endpoint: EndpointSecrets, now: Date): string[] {
-  return secretsSigningAt(openEndpointSecrets(secrets, endpoint), now);
+/** The signers for the endpoint now (see {@link openEndpointSecrets}). */
+export function endpointSigners(secrets: WebhookSecrets, endpoint: EndpointSecrets, now: Date): Webhook[] {
+  return signersAt(openEndpointSecrets(secrets, endpoint), now);
 }
 
 function openOrSkip(secrets: WebhookSecrets, endpointId: string, sealed: Buffer): string | undefined {
@@ -138,10 +146,10 @@ function openOrSkip(secrets: WebhookSecrets, endpointId: string, sealed: Buffer)
 /**
  * The Standard Webhooks headers of one attempt: `webhook-signature` holds one `v1,<base64>` per
  * secret, space-separated (the standard's way of signing with two secrets during a rotation);
- * each is the standard library's own `sign`.
+ * each is the standard library's own `sign`, one `Webhook` per secret.
  */
 export function webhookHeaders(
-  secrets: readonly string[],
+  signers: readonly Webhook[],
   eventId: string,
   at: Date,
   body: string,
@@ -150,7 +158,7 @@ export function webhookHeaders(
     "content-type": "application/json",
     "webhook-id": eventId,
     "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
-    "webhook-signature": secrets.map((secret) => new Webhook(secret).sign(eventId, at, body)).join(" "),
+    "webhook-signature": signers.map((signer) => signer.sign(eventId, at, body)).join(" "),
   };
 }
 
@@ -161,7 +169,14 @@ export interface AttemptOutcome {
   errorCode: string | null;
 }
 
-/** Classifies what `fetch` answered or threw. */
+/** Undici's errors of a deadline: connecting, waiting for the headers, for the body. */
+const UNDICI_TIMEOUTS = new Set([
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+]);
+
+/** Classifies what the POST answered or threw (`outboundPost`'s errors, or `fetch`'s). */
 export function attemptOutcome(result: { status: number } | { error: unknown }): AttemptOutcome {
   if ("status" in result) {
     const { status } = result;
@@ -174,11 +189,18 @@ export function attemptOutcome(result: { status: number } | { error: unknown }):
   if (isOutboundAddressError(error)) {
     return { statusCode: null, errorClass: "address_refused", errorCode: "ERR_OUTBOUND_ADDRESS_REFUSED" };
   }
-  if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) {
+  const own = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  if (
+    error instanceof Error &&
+    (error.name === "TimeoutError" ||
+      error.name === "AbortError" ||
+      (typeof own === "string" && UNDICI_TIMEOUTS.has(own)))
+  ) {
     return { statusCode: null, errorClass: "timeout", errorCode: "ETIMEDOUT" };
   }
   const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
-  const code = typeof cause?.code === "string" ? cause.code : "ERR_CONNECTION";
+  const code =
+    typeof own === "string" ? own : typeof cause?.code === "string" ? cause.code : "ERR_CONNECTION";
   return { statusCode: null, errorClass: "connection", errorCode: code };
 }
 
@@ -192,48 +214,30 @@ export interface SentWebhook {
 }
 
 /**
- * POSTs one event to `url`, signed with `secrets` at `at`, within `timeoutMs` (or until `signal`
- * aborts it), never following a redirect (`fetch` is the outbound guard's), and classifies what
- * came of it. The response's body is not read beyond what closing it needs. Records nothing: the
- * test event records its attempt at once, the dispatcher many at a time.
+ * POSTs one event to `url`, signed by `signers` at `at`, within `timeoutMs` in all (or until the
+ * request is aborted through `cancellable`, see `PostOptions`), never following a redirect
+ * (`post` is the outbound guard's), and classifies what came of it. The answer's body is dropped.
+ * Records nothing: the test event records its attempt at once, the dispatcher many at a time.
  */
 export async function sendWebhook(
-  fetch: typeof globalThis.fetch,
+  post: OutboundPost,
   url: string,
-  secrets: readonly string[],
+  signers: readonly Webhook[],
   event: { id: string; body: string },
   at: Date,
   timeoutMs: number,
-  signal?: AbortSignal,
+  cancellable?: (abort: AbortRequest) => () => void,
 ): Promise<SentWebhook> {
-  const headers = webhookHeaders(secrets, event.id, at, event.body);
+  const headers = webhookHeaders(signers, event.id, at, event.body);
   const started = performance.now();
-  // One controller per attempt, not AbortSignal.any over the dispatcher's long-lived signal, which
-  // would keep a dependent signal per attempt alive on it.
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new DOMException("webhook attempt timed out", "TimeoutError")),
-    timeoutMs,
-  );
-  const abort = () => controller.abort();
-  signal?.addEventListener("abort", abort, { once: true });
   let outcome: AttemptOutcome;
   let retryAfter: string | null = null;
   try {
-    const response = await fetch(url, {
-      method: "POST",
-      headers,
-      body: event.body,
-      signal: controller.signal,
-    });
-    outcome = attemptOutcome({ status: response.status });
-    retryAfter = response.headers.get("retry-after");
-    await response.body?.cancel().catch(() => undefined);
+    const answer = await post(url, { headers, body: event.body, timeoutMs, cancellable });
+    outcome = attemptOutcome({ status: answer.status });
+    retryAfter = answer.retryAfter;
   } catch (error) {
     outcome = attemptOutcome({ error });
-  } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener("abort", abort);
   }
   return { outcome, retryAfter, attemptedAt: at, durationMs: Math.round(performance.now() - started) };
 }
@@ -247,9 +251,9 @@ export async function deliverWebhookEvent(
 ): Promise<WebhookAttempt> {
   const at = deps.now();
   const sent = await sendWebhook(
-    deps.fetch,
+    deps.post,
     endpoint.url,
-    signingSecrets(deps.secrets, endpoint, at),
+    endpointSigners(deps.secrets, endpoint, at),
     event,
     at,
     timeoutMs,

@@ -190,8 +190,12 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     };
     const readWebhookState = async () => {
       const rows = await db.execute<{ deliveries: number; due: number; gone: number; failing: number }>(
-        sql`select (select count(*) from webhook_deliveries)::integer as deliveries,
-              (select count(*) from webhook_deliveries where next_attempt_at <= now())::integer as due,
+        // Deliveries of enabled endpoints only: a disabled or deleted endpoint's are never sent.
+        sql`select (select count(*) from webhook_deliveries d join webhook_endpoints w
+                      on w.id = d.endpoint_id and w.enabled)::integer as deliveries,
+              (select count(*) from webhook_deliveries d join webhook_endpoints w
+                      on w.id = d.endpoint_id and w.enabled
+                where d.next_attempt_at <= now())::integer as due,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'gone')::integer as gone,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'failing')::integer as failing`,
       );

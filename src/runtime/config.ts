@@ -289,6 +289,8 @@ export const configSchema = z.object({
       .transform((value) => value.replace(/\/+$/, ""))
       .optional(),
   ),
+  /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
+  WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
 });
 
 type Parsed = z.infer<typeof configSchema>;

@@ -13,8 +13,9 @@ import { type ContentVault, normaliseRecipient } from "./content.js";
  * Erases everything an organization's messages said: destroys its data keys (crypto-shredding:
  * every sealed content of its messages, in events and records, can no longer be opened) and its
  * `Idempotency-Key` claims, and deletes its webhook endpoints (their URLs and descriptions are
- * its own; their pending deliveries and attempts go with them, by cascade), so nothing about its
- * messages leaves the service afterwards. Its next send gets a new key. Returns how many keys
+ * its own; their pending deliveries are never sent after that, and the worker's purge deletes
+ * them and their attempts, workers/webhook-purger.ts), so nothing about its messages leaves the
+ * service afterwards. Its next send gets a new key. Returns how many keys
  * were destroyed.
  */
 export async function eraseOrganizationContent(

@@ -57,8 +57,11 @@ export interface ClaimOptions {
 /**
  * The endpoints with deliveries and each one's earliest `next_attempt_at`, found by a loose index
  * scan of `webhook_deliveries_due_idx` (one index probe per such endpoint): idle endpoints,
- * however many, cost nothing. Those that are enabled, due and not at this process's cap are taken,
- * the longest-waiting first (earliest deadline first across endpoints), each for its free slots.
+ * however many, cost nothing (those waiting on a future retry still cost their probe: a known
+ * limit, docs/decisions/0036). Those that are enabled, due, not at this process's cap and with a
+ * row the message order lets go are taken, the longest-waiting first (earliest deadline first
+ * across endpoints), each for its free slots; twice as many endpoints as slots are looked at, so
+ * that endpoints whose rows another process holds locked do not leave the claim empty.
  */
 const CLAIM = `
 with recursive firsts as (
@@ -75,18 +78,31 @@ in_flight as (
   select * from json_to_recordset($3::json) as i(endpoint_id uuid, attempts integer)
 ),
 due_endpoints as (
-  select w.*, $2::integer - coalesce(i.attempts, 0) as slots
-  from firsts f
-  -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
-  -- join that would read every endpoint).
-  cross join lateral (
-    select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
-      w.previous_secret_expires_at, w.updated_at
-    from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
-  left join in_flight i on i.endpoint_id = f.endpoint_id
-  where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
-  order by f.next_attempt_at
-  limit $1::integer
+  select e.* from (
+    select w.*, $2::integer - coalesce(i.attempts, 0) as slots, f.next_attempt_at as due_at
+    from firsts f
+    -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
+    -- join that would read every endpoint).
+    cross join lateral (
+      select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
+        w.previous_secret_expires_at, w.updated_at
+      from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
+    left join in_flight i on i.endpoint_id = f.endpoint_id
+    where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
+    order by f.next_attempt_at
+    -- Not flattened: the check below runs on the sorted endpoints, only until enough are found.
+    offset 0) e
+  -- Only endpoints with a row the claim may take (the same predicate): one whose due rows all
+  -- wait on an earlier event of their message must not use up the claim's endpoints.
+  where exists (
+    select 1 from webhook_deliveries d
+    where d.endpoint_id = e.id and d.next_attempt_at <= now()
+      and not exists (
+        select 1 from webhook_deliveries p
+        where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
+          and p.attempts = 0))
+  order by e.due_at
+  limit 2 * $1::integer
 ),
 claimed as (
   select c.id from due_endpoints w
@@ -104,7 +120,8 @@ claimed as (
   limit $1::integer
 ),
 leased as (
-  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond'
+  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond',
+    leased = true
   from claimed c where d.id = c.id
   returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts
 )
@@ -152,7 +169,7 @@ interface ClaimRow {
  * them once the lease is over (at least once). A delivery waits while an earlier event of its
  * message to the same endpoint is untried or in flight (`attempts = 0`); once that one has failed,
  * the later ones are not held back (receivers drop stale events by `seq`). A disabled endpoint's
- * deliveries stay and are not claimed (re-enabling it resumes them).
+ * deliveries are not claimed (disabling it drops them; the purge drops any written meanwhile).
  */
 export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions): Promise<ClaimedDelivery[]> {
   if (options.limit <= 0) return [];
@@ -207,6 +224,8 @@ export interface DeliverySettlement {
   organizationId: string;
   /** The attempt's row: its id (UUIDv7), the `webhook-id` and the event type. */
   attemptId: string;
+  /** The delivery's attempts when it was claimed (`ClaimedDelivery.attempts`): a replayed settle changes nothing twice. */
+  attemptsBefore: number;
   eventId: string;
   eventType: string;
   attemptedAt: Date;
@@ -273,29 +292,21 @@ function endpointSummaries(settlements: readonly DeliverySettlement[]) {
  * delivery leaves `webhook_deliveries`, a retried one gets one attempt more and its next time;
  * every attempt gets its row in `webhook_attempts` (`next_retry_at`, `gave_up`); an endpoint's
  * `failing_since` is cleared by a success and set by a failure after it; a 410 disables the endpoint
- * (`gone`), and so does failing since `failingDisableMs` ago (`failing`). An endpoint is only
- * written when one of these changes it, so a healthy endpoint's successes do not touch its row.
- * Attempts of an endpoint deleted meanwhile are dropped with it. Returns the endpoints disabled.
+ * (`gone`), and so does failing since `failingDisableMs` ago (`failing`), dropping its waiting
+ * deliveries (re-enabling it does not resume them: the organization recovers what it missed). An
+ * endpoint is only written when one of these changes it, so a healthy endpoint's successes do not
+ * touch its row. Attempts of an endpoint deleted meanwhile are dropped with it.
+ *
+ * Settling a batch twice (its reply lost, the statement retried) changes nothing more: an attempt's
+ * row is written once (its id), and a retry counts once (`attempts` must still be what the claim
+ * read). Returns the endpoints disabled.
  */
 const SETTLE = `
 with o as (
   select * from json_to_recordset($1::json) as o(delivery_id bigint, attempt_id uuid, endpoint_id uuid,
     organization_id uuid, event_id text, event_type text, attempted_at timestamptz, duration_ms integer,
-    status_code smallint, error_class text, error_code text, retry_at timestamptz, gave_up boolean)
-),
-removed as (
-  delete from webhook_deliveries d using o where d.id = o.delivery_id and o.retry_at is null
-),
-rescheduled as (
-  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at
-  from o where d.id = o.delivery_id and o.retry_at is not null
-),
-recorded as (
-  insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type, attempted_at,
-    status_code, duration_ms, error_class, error_code, next_retry_at, gave_up)
-  select o.attempt_id, o.endpoint_id, o.organization_id, o.event_id, o.event_type, o.attempted_at,
-    o.status_code, o.duration_ms, o.error_class, o.error_code, o.retry_at, o.gave_up
-  from o where exists (select 1 from webhook_endpoints w where w.id = o.endpoint_id)
+    status_code smallint, error_class text, error_code text, retry_at timestamptz, gave_up boolean,
+    attempts_before integer)
 ),
 changes as (
   select s.endpoint_id, f.failing_since, w.enabled as was_enabled,
@@ -307,6 +318,31 @@ changes as (
   cross join lateral (
     select case when s.succeeded then s.failing_from else coalesce(w.failing_since, s.failing_from) end
       as failing_since) f
+),
+-- The endpoints this batch disables: all their deliveries go (none is rescheduled or removed
+-- apart, as a statement must not change one row twice).
+disabling as (
+  select c.endpoint_id from changes c where c.was_enabled and c.disable is not null
+),
+removed as (
+  delete from webhook_deliveries d using o where d.id = o.delivery_id and o.retry_at is null
+    and d.endpoint_id not in (select endpoint_id from disabling)
+),
+rescheduled as (
+  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased = false
+  from o where d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
+    and d.endpoint_id not in (select endpoint_id from disabling)
+),
+dropped as (
+  delete from webhook_deliveries d using disabling x where d.endpoint_id = x.endpoint_id
+),
+recorded as (
+  insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type, attempted_at,
+    status_code, duration_ms, error_class, error_code, next_retry_at, gave_up)
+  select o.attempt_id, o.endpoint_id, o.organization_id, o.event_id, o.event_type, o.attempted_at,
+    o.status_code, o.duration_ms, o.error_class, o.error_code, o.retry_at, o.gave_up
+  from o where exists (select 1 from webhook_endpoints w where w.id = o.endpoint_id)
+  on conflict (id) do nothing
 )
 update webhook_endpoints w set
   failing_since = c.failing_since,
@@ -340,6 +376,7 @@ export async function settleDeliveries(
     error_code: s.errorCode,
     retry_at: s.result === "retry" && s.retryAt ? s.retryAt.toISOString() : null,
     gave_up: s.result === "given_up" || s.result === "gone",
+    attempts_before: s.attemptsBefore,
   }));
   const rows = await runStatement<Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>>(
     sql,

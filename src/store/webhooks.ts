@@ -73,6 +73,15 @@ export async function updateWebhookEndpoint(
 }
 
 /**
+ * Drops the deliveries waiting for an endpoint: what disabling it does, in the disable's own
+ * transaction (docs/decisions/0036). Their last attempt's row says what happened to them; the
+ * organization recovers what it missed with `POST …/recover`.
+ */
+export async function dropWaitingDeliveries(db: Executor, endpointId: string): Promise<void> {
+  await db.execute(sql`delete from webhook_deliveries where endpoint_id = ${endpointId}::uuid`);
+}
+
+/**
  * Gives one of the organization's endpoints a new sealed secret, the current one becoming its
  * previous one until `previousExpiresAt`, in one statement: two rotations at once each keep the
  * secret the other replaced, and none is lost. Undefined when the organization has no such endpoint.
@@ -91,7 +100,12 @@ export async function rotateWebhookEndpointSecret(
   return row;
 }
 
-/** Deletes one of the organization's endpoints (its attempts go with it); false when it has none such. */
+/**
+ * Deletes one of the organization's endpoints, its row only: its waiting deliveries are never sent
+ * (the claim and the listings go through the endpoint) and the worker's purge deletes them and its
+ * attempts later, a chunk at a time (workers/webhook-purger.ts), so that no cascade holds locks
+ * every event write may wait on. False when the organization has no such endpoint.
+ */
 export async function deleteWebhookEndpoint(
   db: Executor,
   organizationId: string,
@@ -196,12 +210,16 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       select ${request.endpointId}::uuid, ${request.organizationId}::uuid, message_id, seq, event_type, occurred_at
       from chosen
       order by occurred_at, message_id, seq
-      on conflict on constraint webhook_deliveries_event_unique do nothing
-      returning 1
+      -- One pending already is not doubled; one waiting on a retry is brought forward (not one
+      -- leased to a worker: that would send it twice at once and break its message's order).
+      on conflict on constraint webhook_deliveries_event_unique do update
+        set next_attempt_at = least(webhook_deliveries.next_attempt_at, now())
+        where webhook_deliveries.attempts > 0 and not webhook_deliveries.leased
+      returning webhook_deliveries.xmax = 0 as inserted
     )
     select
       (select count(*) from chosen)::int as recovered,
-      (select count(*) from queued)::int as queued,
+      (select count(*) from queued where inserted)::int as queued,
       (select occurred_at from found order by occurred_at, message_id, seq offset ${request.limit}::int limit 1)
         as next_since`;
 }
@@ -209,8 +227,9 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
 /**
  * Queues again every event of the organization's messages since `request.since` that the
  * endpoint subscribes to, in event order (`occurred_at`, message, `seq`), as deliveries due now,
- * at most `request.limit`: one already pending is not doubled. Nothing is queued when the
- * organization has no such endpoint.
+ * at most `request.limit`: one already pending is not doubled, and is made due now if it waits on
+ * a retry (not while a worker holds it). Nothing is queued when the organization has no such
+ * endpoint.
  */
 export async function recoverWebhookDeliveries(db: Executor, request: RecoveryRequest): Promise<Recovery> {
   const [row] = await db.execute<{ recovered: number; queued: number; next_since: string | Date | null }>(

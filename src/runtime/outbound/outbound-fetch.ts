@@ -108,3 +108,132 @@ export function outboundFetch(agent: Agent): typeof fetch {
       dispatcher: agent,
     }) as unknown as Promise<Response>;
 }
+
+/** What one POST answered: its status and its `Retry-After` header, if any. */
+export interface PostAnswer {
+  status: number;
+  retryAfter: string | null;
+}
+
+/** Aborts a request under way (registered with {@link PostOptions.cancellable}). */
+export type AbortRequest = (reason: Error) => void;
+
+export interface PostOptions {
+  headers: Record<string, string>;
+  body: string;
+  /** The deadline of the whole request, connection and answer included. */
+  timeoutMs: number;
+  /**
+   * Called with the request's abort once it starts; returns what to call once it has ended. Lets
+   * a caller abort everything in flight (a shutdown) without a signal and a listener per request.
+   */
+  cancellable?: (abort: AbortRequest) => () => void;
+}
+
+/** A POST through the outbound guard (see {@link outboundPost}). */
+export type OutboundPost = (url: string, options: PostOptions) => Promise<PostAnswer>;
+
+/** The request's deadline passed (`name` is `TimeoutError`, as an aborted `fetch`'s). */
+export class OutboundTimeoutError extends Error {
+  readonly code = "ETIMEDOUT";
+  constructor(timeoutMs: number) {
+    super(`outbound request timed out after ${timeoutMs} ms`);
+    this.name = "TimeoutError";
+  }
+}
+
+/** An answer's body is read and dropped up to this size; a longer one closes the connection. */
+const MAX_DISCARDED_BODY = 128 * 1024;
+
+/**
+ * POSTs `body` to `url` through `agent` (its connections pass the outbound guard) with undici's
+ * low-level `dispatch`: no Request, Response, web stream nor AbortSignal per request, which
+ * `fetch` builds (decision 0036). It never follows a redirect (a 3xx is the answer). The answer's
+ * body is read and dropped, so that the connection is kept alive for the next request to the
+ * origin, up to {@link MAX_DISCARDED_BODY} bytes, past which the connection is closed. It resolves
+ * with the status and `Retry-After` once the answer has ended (or was cut short after its
+ * headers), and rejects with what failed before the headers: a connection refused by the guard
+ * ({@link OutboundAddressError}), the deadline ({@link OutboundTimeoutError}), an abort (its reason).
+ */
+export function outboundPost(agent: Agent): OutboundPost {
+  return (url, { headers, body, timeoutMs, cancellable }) =>
+    new Promise<PostAnswer>((resolve, reject) => {
+      let target: URL;
+      try {
+        target = new URL(url);
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      let abortRequest: AbortRequest | undefined;
+      let abortedWith: Error | undefined;
+      let discarded = 0;
+      let answer: PostAnswer | undefined;
+      let ended = false;
+      const abort: AbortRequest = (reason) => {
+        if (ended) return;
+        if (abortRequest) abortRequest(reason);
+        else abortedWith = reason; // not connected yet: aborted once it is
+        end(reason);
+      };
+      const timer = setTimeout(() => abort(new OutboundTimeoutError(timeoutMs)), timeoutMs);
+      const unregister = cancellable?.(abort);
+      function end(error?: Error) {
+        if (ended) return;
+        ended = true;
+        clearTimeout(timer);
+        unregister?.();
+        if (answer) resolve(answer);
+        else reject(error ?? new Error("no answer"));
+      }
+      try {
+        agent.dispatch(
+          {
+            origin: target.origin,
+            path: `${target.pathname}${target.search}`,
+            method: "POST",
+            headers,
+            body,
+            headersTimeout: timeoutMs,
+            bodyTimeout: timeoutMs,
+          },
+          {
+            onConnect(abortIt) {
+              if (abortedWith) abortIt(abortedWith);
+              else abortRequest = abortIt;
+            },
+            onHeaders(statusCode, rawHeaders) {
+              if (statusCode < 200) return true; // informational: the answer follows
+              answer = { status: statusCode, retryAfter: headerValue(rawHeaders, "retry-after") };
+              return true;
+            },
+            onData(chunk) {
+              discarded += chunk.length;
+              if (discarded > MAX_DISCARDED_BODY && abortRequest) abortRequest(new Error("answer too long"));
+              return true;
+            },
+            onComplete() {
+              end();
+            },
+            onError(error) {
+              end(error);
+            },
+          },
+        );
+      } catch (error) {
+        end(error as Error);
+      }
+    });
+}
+
+/** A header's value from undici's raw headers (names and values alternating), or null. */
+function headerValue(rawHeaders: Buffer[] | string[] | null, name: string): string | null {
+  if (!rawHeaders) return null;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const key = rawHeaders[i];
+    if (key !== undefined && key.length === name.length && key.toString().toLowerCase() === name) {
+      return String(rawHeaders[i + 1]);
+    }
+  }
+  return null;
+}

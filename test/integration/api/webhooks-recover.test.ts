@@ -7,6 +7,7 @@ import { webhookEventId } from "../../../src/domain/webhooks.js";
 import { recoverWebhookEvents } from "../../../src/messages/webhooks.js";
 import { appendEvents } from "../../../src/store/events.js";
 import { findWebhookEndpoint, insertWebhookAttempt } from "../../../src/store/webhooks.js";
+import { purgeWebhookRows } from "../../../workers/webhook-purger.js";
 import { createHarness, expectError, onboard } from "../../support/harness.js";
 import { fetchDocument, responseChecker } from "../../support/openapi.js";
 
@@ -255,6 +256,39 @@ describe("recovering a webhook endpoint's events", () => {
     expect(after[0]).toEqual(fannedOut[1]);
   });
 
+  it("brings forward an event waiting on a retry, and not one a worker holds (leased)", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org);
+    const start = new Date(Date.now() - 10 * MINUTE);
+    const id = await writeMessage(org, start, [
+      [1000, "started"],
+      [2000, "success"],
+    ]);
+    const [waiting, held] = await deliveriesOf(endpoint);
+    // The first failed once and waits 5 h for its retry; the second is in flight for its second attempt.
+    await h.db.execute(sql`update webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '5 hours'
+      where id = ${waiting?.id}`);
+    await h.db.execute(sql`update webhook_deliveries set attempts = 1, leased = true,
+      next_attempt_at = now() + interval '30 seconds' where id = ${held?.id}`);
+    const stored = await findWebhookEndpoint(h.db, org.id, endpoint);
+    if (!stored) throw new Error("endpoint not stored");
+
+    expect(await recoverWebhookEvents(h.deps, stored, start)).toEqual({
+      outcome: "recovered",
+      recovered: 2,
+      queued: 0,
+      nextSince: null,
+    });
+    const rows = await h.db.execute<{ seq: number; attempts: number; due: boolean; leased: boolean }>(sql`
+      select seq, attempts, next_attempt_at <= now() as due, leased
+      from webhook_deliveries where endpoint_id = ${endpoint} order by seq`);
+    expect(rows.map((r) => ({ ...r }))).toEqual([
+      { seq: 1, attempts: 1, due: true, leased: false },
+      { seq: 3, attempts: 1, due: false, leased: true },
+    ]);
+    expect(waiting?.message_id).toBe(id);
+  });
+
   it("stops after the limit and says where to go on from; going on from there queues the rest, in order", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org, { enabled: false });
@@ -413,7 +447,7 @@ describe("the attempts of an endpoint", () => {
 });
 
 describe("erasing an organization's data", () => {
-  it("deletes its webhook endpoints with their deliveries and attempts, and leaves another organization's", async () => {
+  it("deletes its webhook endpoints (their deliveries and attempts at the next purge), and leaves another organization's", async () => {
     const victim = await onboard(h);
     const neighbour = await onboard(h);
     const endpoints = { victim: await createEndpoint(victim), neighbour: await createEndpoint(neighbour) };
@@ -449,6 +483,10 @@ describe("erasing an organization's data", () => {
     const erased = await h.app.request(`/api/v1/organizations/${victim.id}/data`, { method: "DELETE" });
     expect(erased.status).toBe(200);
 
+    // The endpoints' rows only, at once (no cascade holding every event write up); what they
+    // left is never sent, and the worker's purge deletes it.
+    expect(await counts(victim.id)).toMatchObject({ endpoints: 0 });
+    await purgeWebhookRows(h.sql, { now: new Date(), attemptRetentionMs: 30 * 86_400_000 });
     expect(await counts(victim.id)).toEqual({ endpoints: 0, deliveries: 0, attempts: 0 });
     await expectError(
       await call(victim.apiKey, "GET", `/api/v1/webhooks/endpoints/${endpoints.victim}`),

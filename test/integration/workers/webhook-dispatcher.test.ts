@@ -5,7 +5,7 @@ import { Webhook as SvixWebhook } from "svix";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createMetrics } from "../../../src/observability/metrics.js";
-import { createOutboundAgent, outboundFetch } from "../../../src/runtime/outbound/outbound-fetch.js";
+import { createOutboundAgent, outboundPost } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
 import {
   claimDueDeliveries,
@@ -17,6 +17,7 @@ import {
   type WebhookDispatcher,
   type WebhookDispatcherDeps,
 } from "../../../workers/webhook-dispatcher.js";
+import { purgeWebhookRows } from "../../../workers/webhook-purger.js";
 import {
   createHarness,
   eventually,
@@ -76,7 +77,7 @@ function dispatcher(options: Partial<WebhookDispatcherDeps> = {}): WebhookDispat
     sql: h.sql,
     logger: silentLogger,
     secrets: webhookSecrets(h.config),
-    fetch: outboundFetch(createOutboundAgent({ allowedNetworks: h.config.WEBHOOK_ALLOWED_NETWORKS })),
+    post: outboundPost(createOutboundAgent({ allowedNetworks: h.config.WEBHOOK_ALLOWED_NETWORKS })),
     newId: uuidv7,
     now: () => new Date(),
     random: Math.random,
@@ -389,7 +390,7 @@ describe("webhook dispatcher", () => {
     ]);
   });
 
-  it("given an endpoint failing without a success for longer than 5 days, when one more attempt fails, then it is disabled as failing and its deliveries stay", async () => {
+  it("given an endpoint failing without a success for longer than 5 days, when one more attempt fails, then it is disabled as failing and its waiting deliveries are dropped", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/dead", ["message.accepted"]);
     behaviours.set("/dead", () => ({ status: 500 }));
@@ -407,7 +408,7 @@ describe("webhook dispatcher", () => {
     const attempts = await attemptsOf(endpoint.id);
     expect(attempts).toHaveLength(1);
     expect(attempts[0]).toMatchObject({ status_code: 500, gave_up: false });
-    expect(await deliveriesLeft(endpoint.id)).toBe(1);
+    expect(await deliveriesLeft(endpoint.id)).toBe(0);
     const read = await call(org.apiKey, "GET", `/api/v1/webhooks/endpoints/${endpoint.id}`);
     expect(await read.json()).toMatchObject({ enabled: false, disabled_reason: "failing" });
   });
@@ -427,8 +428,13 @@ describe("webhook dispatcher", () => {
     expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: true, failing_since: null });
   });
 
-  it("counts attempts by outcome, the lag to a 2xx, the backlog and the endpoints disabled", async () => {
+  it("counts attempts by outcome, the lag to a 2xx, the backlog (of enabled endpoints) and the endpoints disabled", async () => {
     const org = await onboard(h);
+    // A delivery of a disabled endpoint (written as it was disabled): never sent, not counted.
+    const off = await createEndpoint(org.apiKey, "/metrics/off", ["message.accepted"]);
+    await h.sql`update webhook_endpoints set enabled = false where id = ${off.id}`;
+    await h.sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+      values (${off.id}, ${org.id}, ${uuidv7()}, 1, 'message.accepted', now())`;
     const ok = await createEndpoint(org.apiKey, "/metrics/ok", ["message.accepted"]);
     const gone = await createEndpoint(org.apiKey, "/metrics/gone", ["message.accepted"]);
     behaviours.set("/metrics/gone", () => ({ status: 410 }));
@@ -460,11 +466,13 @@ describe("webhook dispatcher", () => {
     expect(sample("notification_webhook_attempts_total", { outcome: "http" })).toBe(1);
     expect(sample("notification_webhook_delivery_lag_seconds_count")).toBe(2);
     expect(sample("notification_webhook_endpoints_disabled", { reason: "gone" })).toBeGreaterThanOrEqual(1);
-    const [left] = await h.sql<Array<{ n: number }>>`select count(*)::int as n from webhook_deliveries`;
+    const [left] = await h.sql<Array<{ n: number }>>`
+      select count(*)::int as n from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id and w.enabled`;
+    expect(await deliveriesLeft(off.id)).toBe(1);
     expect(sample("notification_webhook_deliveries_backlog", { state: "waiting" })).toBe(left?.n);
   });
 
-  it("given an endpoint answering 410, then it is disabled, the event given up, the rest kept, and re-enabling it resumes them", async () => {
+  it("given an endpoint answering 410, then it is disabled, the event given up, the rest dropped; re-enabling it does not resume them, recovering does", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/gone");
     behaviours.set("/gone", () => ({ status: 410 }));
@@ -483,20 +491,28 @@ describe("webhook dispatcher", () => {
     const attempts = await attemptsOf(endpoint.id);
     expect(attempts).toHaveLength(1);
     expect(attempts[0]).toMatchObject({ status_code: 410, gave_up: true, next_retry_at: null });
-    // Not claimed while disabled: they stay.
-    expect(await deliveriesLeft(endpoint.id)).toBe(events.size - 1);
+    // Dropped with the disable, in the same statement.
+    expect(await deliveriesLeft(endpoint.id)).toBe(0);
 
     behaviours.set("/gone", () => ({ status: 200 }));
     const patched = await call(org.apiKey, "PATCH", `/api/v1/webhooks/endpoints/${endpoint.id}`, {
       enabled: true,
     });
     expect(patched.status).toBe(200);
+    // Re-enabled: nothing resumes (a new event would be sent; the missed ones wait for a recover).
+    expect(await deliveriesLeft(endpoint.id)).toBe(0);
+    expect(at("/gone")).toHaveLength(1);
+
+    const recovered = await call(org.apiKey, "POST", `/api/v1/webhooks/endpoints/${endpoint.id}/recover`, {
+      since: new Date(Date.now() - 3_600_000).toISOString(),
+    });
+    expect(recovered.status, await recovered.clone().text()).toBe(202);
+    await receivedAll("/gone", events, "recovered events");
     await eventually(
       async () => ((await deliveriesLeft(endpoint.id)) === 0 ? true : undefined),
       10_000,
-      "resumed",
+      "recovered and settled",
     );
-    expect(idsAt("/gone").size).toBe(events.size);
   });
 
   it("given a 503 with Retry-After longer than the schedule, then the retry waits for it", async () => {
@@ -570,9 +586,10 @@ describe("webhook dispatcher", () => {
     });
     // Only the accepted event: the later ones wait while it is in flight.
     expect(claimed.map((c) => [c.messageId, c.seq])).toEqual([[id, 1]]);
-    const [lease] = await h.sql<Array<{ until: number }>>`
-      select (extract(epoch from next_attempt_at) * 1000)::float8 as until
+    const [lease] = await h.sql<Array<{ until: number; leased: boolean }>>`
+      select (extract(epoch from next_attempt_at) * 1000)::float8 as until, leased
       from webhook_deliveries where id = ${claimed[0]?.id ?? 0}`;
+    expect(lease?.leased).toBe(true);
     dispatcher({ attemptTimeoutMs: 1000, leaseMs: 1500 });
 
     const events = await sendableEvents([id]);
@@ -590,7 +607,7 @@ describe("webhook dispatcher", () => {
     const endpoint = await createEndpoint(org.apiKey, "/private", ["message.accepted"]);
     // This worker allows no private network (WEBHOOK_ALLOWED_NETWORKS unset).
     dispatcher({
-      fetch: outboundFetch(createOutboundAgent({ allowedNetworks: [] })),
+      post: outboundPost(createOutboundAgent({ allowedNetworks: [] })),
       retryDelaysMs: [60_000],
     });
     await send(org.apiKey);
@@ -623,6 +640,7 @@ describe("settleDeliveries", () => {
       endpointId,
       organizationId,
       attemptId: uuidv7(),
+      attemptsBefore: 0,
       eventId: "evt_x_1",
       eventType: "message.accepted",
       attemptedAt: new Date(at),
@@ -667,5 +685,255 @@ describe("settleDeliveries", () => {
     const disabled = await settleDeliveries(h.sql, [s("2026-11-25T11:59:00.000Z", "retry")], options);
     expect(disabled).toEqual([{ endpointId: endpoint.id, reason: "failing" }]);
     expect(await endpointRow(endpoint.id)).toMatchObject({ enabled: false, disabled_reason: "failing" });
+  });
+});
+
+/** A delivery row written directly (the settle and the purge need no event behind it). */
+async function insertDelivery(endpointId: string, organizationId: string, attempts = 0): Promise<number> {
+  const [row] = await h.sql<Array<{ id: string }>>`
+    insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at, attempts)
+    values (${endpointId}, ${organizationId}, ${uuidv7()}, 1, 'message.accepted', now(), ${attempts})
+    returning id`;
+  return Number(row?.id);
+}
+
+describe("settling again what was settled (a lost reply)", () => {
+  it("given a batch settled twice, then the second changes nothing: one attempt row, the retry counted once", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/replay");
+    const deliveryId = await insertDelivery(endpoint.id, org.id);
+    await h.sql`update webhook_deliveries set leased = true where id = ${deliveryId}`;
+    const retryAt = new Date(Date.now() + 3_600_000);
+    const batch: DeliverySettlement[] = [
+      {
+        deliveryId,
+        endpointId: endpoint.id,
+        organizationId: org.id,
+        attemptId: uuidv7(),
+        attemptsBefore: 0,
+        eventId: "evt_replay_1",
+        eventType: "message.accepted",
+        attemptedAt: new Date(),
+        durationMs: 3,
+        statusCode: 500,
+        errorClass: "http",
+        errorCode: "http_500",
+        result: "retry",
+        retryAt,
+      },
+    ];
+    const options = { now: new Date(), failingDisableMs: 5 * 86_400_000 };
+    await settleDeliveries(h.sql, batch, options);
+    await settleDeliveries(h.sql, batch, options);
+
+    const [row] = await h.sql<Array<{ attempts: number; leased: boolean }>>`
+      select attempts, leased from webhook_deliveries where id = ${deliveryId}`;
+    expect(row).toEqual({ attempts: 1, leased: false });
+    expect(await attemptsOf(endpoint.id)).toHaveLength(1);
+  });
+
+  it("given a settle that keeps failing (not an outage), then the rest is settled, the failing one dropped and its slots freed", async () => {
+    const [a, b] = await Promise.all([onboard(h), onboard(h)]);
+    const poisoned = await createEndpoint(a.apiKey, "/poisoned", ["message.accepted"]);
+    const healthy = await createEndpoint(b.apiKey, "/healthy", ["message.accepted"]);
+    // A real error from Postgres for this endpoint's attempt rows: every batch holding one fails.
+    await h.sql.unsafe(`
+      create or replace function test_poison() returns trigger language plpgsql as $$
+      begin
+        if new.endpoint_id = '${poisoned.id}' then raise exception 'poisoned attempt'; end if;
+        return new;
+      end $$;
+      create trigger test_poison before insert on webhook_attempts for each row execute function test_poison();`);
+    try {
+      const d = dispatcher({ leaseMs: 120_000 });
+      await send(a.apiKey);
+      await eventually(async () => (at("/poisoned").length > 0 ? true : undefined), 10_000, "poisoned POST");
+      // Sent after the poisoned attempt: settled only if that one no longer blocks the queue.
+      const later = await Promise.all([send(b.apiKey), send(b.apiKey)]);
+      await receivedAll("/healthy", new Set(later.map((id) => `evt_${id}_1`)), "healthy events");
+      await eventually(
+        async () => ((await deliveriesLeft(healthy.id)) === 0 ? true : undefined),
+        15_000,
+        "healthy settled",
+      );
+      await eventually(async () => (d.inFlight === 0 ? true : undefined), 15_000, "slots freed");
+      // Not recorded: it waits for its lease (at least once).
+      expect(await deliveriesLeft(poisoned.id)).toBe(1);
+      expect(await attemptsOf(poisoned.id)).toHaveLength(0);
+    } finally {
+      await h.sql`drop trigger test_poison on webhook_attempts`;
+    }
+  });
+});
+
+describe("an attempt that throws", () => {
+  it("is recorded as a failed attempt and follows the schedule, not retried every lease with its message's later events held back", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/throws", ["message.accepted"]);
+    // A fault in the dispatcher after the POST (here the metrics): nothing is known of the attempt.
+    const metrics = {
+      webhookAttempt(outcome: string) {
+        if (outcome !== "not_sendable") throw new Error("metrics broke");
+      },
+      webhookDelivered() {},
+    };
+    dispatcher({ metrics, retryDelaysMs: [20, 20], leaseMs: 120_000 });
+    await send(org.apiKey);
+
+    await eventually(
+      async () => ((await deliveriesLeft(endpoint.id)) === 0 ? true : undefined),
+      10_000,
+      "given up",
+    );
+    const attempts = await attemptsOf(endpoint.id);
+    expect(attempts.map((a) => [a.error_class, a.gave_up])).toEqual([
+      ["not_sendable", false],
+      ["not_sendable", false],
+      ["not_sendable", true],
+    ]);
+  });
+});
+
+describe("claimDueDeliveries", () => {
+  it("given the first due endpoint's only due row held back by its message's order, then a claim of 1 takes the next endpoint's", async () => {
+    const org = await onboard(h);
+    const first = await createEndpoint(org.apiKey, "/order/first");
+    const second = await createEndpoint(org.apiKey, "/order/second", ["message.accepted"]);
+    const id = await send(org.apiKey);
+    await final([id]);
+    const seqs = await h.sql<Array<{ seq: number }>>`
+      select seq from webhook_deliveries where endpoint_id = ${first.id} order by seq`;
+    expect(seqs.length).toBeGreaterThanOrEqual(2);
+    // The first endpoint: its accepted event in flight elsewhere (leased, untried), the later ones
+    // due for an hour (the longest waiting); the second endpoint's accepted event due for a minute.
+    await h.sql`update webhook_deliveries set next_attempt_at = now() + interval '1 hour'
+      where endpoint_id = ${first.id} and seq = ${seqs[0]?.seq ?? 0}`;
+    await h.sql`update webhook_deliveries set next_attempt_at = now() - interval '1 hour'
+      where endpoint_id = ${first.id} and seq > ${seqs[0]?.seq ?? 0}`;
+    await h.sql`update webhook_deliveries set next_attempt_at = now() - interval '1 minute'
+      where endpoint_id = ${second.id}`;
+
+    const claimed = await claimDueDeliveries(h.sql, {
+      limit: 1,
+      perEndpoint: 4,
+      inFlight: new Map(),
+      leaseMs: 60_000,
+    });
+    expect(claimed.map((c) => [c.endpointId, c.messageId, c.seq])).toEqual([[second.id, id, 1]]);
+  });
+});
+
+describe("deleting an endpoint", () => {
+  it("given an endpoint's DELETE not yet committed, then an event write for it and another organization's succeeds without waiting, and the purge deletes what the endpoint left", async () => {
+    const [a, b] = await Promise.all([onboard(h), onboard(h)]);
+    const theirs = await createEndpoint(a.apiKey, "/deleted", ["message.retry_scheduled"]);
+    const ours = await createEndpoint(b.apiKey, "/kept", ["message.retry_scheduled"]);
+    const [ma, mb] = [await send(a.apiKey), await send(b.apiKey)];
+    await final([ma, mb]);
+    await h.sql`insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type,
+      attempted_at, status_code, duration_ms)
+      values (${uuidv7()}, ${theirs.id}, ${a.id}, 'evt_x_1', 'message.accepted', now(), 200, 1)`;
+
+    let deleted!: () => void;
+    const deleting = new Promise<void>((resolve) => {
+      deleted = resolve;
+    });
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    const deletion = h.sql.begin(async (tx) => {
+      await tx`delete from webhook_endpoints where id = ${theirs.id}`;
+      deleted();
+      await committing;
+    });
+    try {
+      await deleting;
+      // One statement with both organizations' events (as an accept batch writes them), on
+      // another connection, while the DELETE holds its lock: it must not wait for it.
+      await h.sql.begin(async (tx) => {
+        await tx`set local lock_timeout = '5s'`;
+        await tx`
+          insert into message_events (message_id, seq, type, retry_count, data, occurred_at, organization_id)
+          select m.message_id, (select max(seq) + 1 from message_events e where e.message_id = m.message_id),
+            'pending', 1, '{"kind":"retry_scheduled"}'::jsonb, now(), m.organization_id
+          from messages m where m.message_id in (${ma}, ${mb})`;
+      });
+    } finally {
+      commit();
+      await deletion;
+    }
+    expect(await deliveriesLeft(ours.id)).toBe(1);
+
+    const purged = await purgeWebhookRows(h.sql, { now: new Date(), attemptRetentionMs: 30 * 86_400_000 });
+    expect(purged.deliveries).toBeGreaterThanOrEqual(1);
+    expect(purged.attempts).toBeGreaterThanOrEqual(1);
+    expect(await deliveriesLeft(theirs.id)).toBe(0);
+    expect(await attemptsOf(theirs.id)).toHaveLength(0);
+    expect(await deliveriesLeft(ours.id)).toBe(1);
+  });
+});
+
+describe("the purge", () => {
+  it("deletes disabled endpoints' deliveries and attempts older than the retention, a chunk at a time, and keeps the rest", async () => {
+    const org = await onboard(h);
+    const on = await createEndpoint(org.apiKey, "/purge/on");
+    const off = await createEndpoint(org.apiKey, "/purge/off");
+    await h.sql`update webhook_endpoints set enabled = false where id = ${off.id}`;
+    for (let i = 0; i < 3; i++) await insertDelivery(off.id, org.id);
+    const kept = await insertDelivery(on.id, org.id);
+    const now = Date.now();
+    const attempt = (ageDays: number) => {
+      const attemptedAt = new Date(now - ageDays * 86_400_000);
+      return h.sql`insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type,
+        attempted_at, status_code, duration_ms)
+        values (${uuidv7({ msecs: attemptedAt.getTime() })}, ${on.id}, ${org.id}, 'evt_x_1', 'message.accepted',
+          ${attemptedAt.toISOString()}, 200, 1)`;
+    };
+    for (const age of [31, 40, 45, 29, 1]) await attempt(age);
+
+    const purged = await purgeWebhookRows(h.sql, {
+      now: new Date(now),
+      attemptRetentionMs: 30 * 86_400_000,
+      batchSize: 2,
+    });
+    expect(purged.deliveries).toBeGreaterThanOrEqual(3);
+    expect(purged.expiredAttempts).toBeGreaterThanOrEqual(3);
+    expect(await deliveriesLeft(off.id)).toBe(0);
+    const [left] = await h.sql<
+      Array<{ id: string }>
+    >`select id from webhook_deliveries where endpoint_id = ${on.id}`;
+    expect(Number(left?.id)).toBe(kept);
+    const ages = (await attemptsOf(on.id)).map((a) => Math.round((now - a.attempted_at) / 86_400_000));
+    expect(ages).toEqual([29, 1]);
+  });
+});
+
+describe("changing an endpoint", () => {
+  it("given an endpoint disabled as failing, when it is re-enabled or its URL changes, then its failing time is cleared; when its organization disables it, its waiting deliveries are dropped", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/patch");
+    const path = `/api/v1/webhooks/endpoints/${endpoint.id}`;
+    await h.sql`update webhook_endpoints set enabled = false, disabled_reason = 'failing',
+      failing_since = now() - interval '6 days' where id = ${endpoint.id}`;
+    expect((await call(org.apiKey, "PATCH", path, { enabled: true })).status).toBe(200);
+    expect(await endpointRow(endpoint.id)).toMatchObject({
+      enabled: true,
+      disabled_reason: null,
+      failing_since: null,
+    });
+
+    await h.sql`update webhook_endpoints set failing_since = now() - interval '4 days' where id = ${endpoint.id}`;
+    expect((await call(org.apiKey, "PATCH", path, { url: `${base}/patch/moved` })).status).toBe(200);
+    expect((await endpointRow(endpoint.id))?.failing_since).toBeNull();
+
+    await h.sql`update webhook_endpoints set failing_since = now() - interval '4 days' where id = ${endpoint.id}`;
+    expect((await call(org.apiKey, "PATCH", path, { description: "kept failing" })).status).toBe(200);
+    expect((await endpointRow(endpoint.id))?.failing_since).not.toBeNull();
+
+    await insertDelivery(endpoint.id, org.id);
+    await insertDelivery(endpoint.id, org.id, 2);
+    expect((await call(org.apiKey, "PATCH", path, { enabled: false })).status).toBe(200);
+    expect(await deliveriesLeft(endpoint.id)).toBe(0);
   });
 });

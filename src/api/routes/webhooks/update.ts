@@ -2,7 +2,7 @@ import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import { parseJsonBody } from "../../../http/json-body.js";
 import { jsonContent } from "../../../http/openapi.js";
-import { updateWebhookEndpoint } from "../../../store/webhooks.js";
+import { dropWaitingDeliveries, updateWebhookEndpoint } from "../../../store/webhooks.js";
 import { defineRoute } from "../../types.js";
 import {
   assertUrlAllowed,
@@ -31,7 +31,9 @@ export const updateWebhookEndpointRoute = defineRoute({
     summary: "Change a webhook endpoint",
     description:
       "Changes the fields given (`events: null`: every type). `enabled: true` re-enables an endpoint " +
-      "the service disabled, clearing `disabled_reason`.",
+      "the service disabled, clearing `disabled_reason` and its failing time; the events it missed " +
+      "are not resumed (recover them with `POST …/recover`). `enabled: false` drops the events " +
+      "waiting for it. A new `url` clears the failing time too.",
     request: { params: endpointIdParams, body: { required: true, content: jsonContent(body) } },
     responses: {
       200: { description: "The endpoint as now stored", content: jsonContent(webhookEndpointRecord) },
@@ -47,12 +49,20 @@ export const updateWebhookEndpointRoute = defineRoute({
     const { id } = c.req.valid("param");
     const request = await parseJsonBody(c, body);
     if (request.url !== undefined) assertUrlAllowed(request.url, deps);
-    const updated = await updateWebhookEndpoint(deps.db, c.get("organization").id, id, {
-      ...(request.url !== undefined && { url: request.url }),
-      ...(request.events !== undefined && { eventTypes: request.events }),
-      ...(request.description !== undefined && { description: request.description }),
-      ...(request.enabled !== undefined && { enabled: request.enabled, disabledReason: null }),
-      updatedAt: deps.now(),
+    const organizationId = c.get("organization").id;
+    const updated = await deps.db.transaction(async (tx) => {
+      const row = await updateWebhookEndpoint(tx, organizationId, id, {
+        ...(request.url !== undefined && { url: request.url, failingSince: null }),
+        ...(request.events !== undefined && { eventTypes: request.events }),
+        ...(request.description !== undefined && { description: request.description }),
+        ...(request.enabled !== undefined && { enabled: request.enabled, disabledReason: null }),
+        // Re-enabled (or moved): it starts afresh, not disabled again by its next failure.
+        ...((request.enabled === true || request.url !== undefined) && { failingSince: null }),
+        updatedAt: deps.now(),
+      });
+      // Disabled by its organization: what waited for it is dropped, as when the service disables it.
+      if (row && request.enabled === false) await dropWaitingDeliveries(tx, row.id);
+      return row;
     });
     if (!updated) throw noSuchEndpoint();
     return c.json(toEndpointRecord(updated), 200);
