@@ -3,10 +3,10 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "s
 import type { SqlClient as Sql } from "../../db/client.js";
 import { parseReport, verdictOf } from "../channels/email/bounces/reports.js";
 import { messageIdOfReturnPath, type ReturnPathSettings } from "../channels/email/bounces/verp.js";
+import { fold } from "../domain/state.js";
 import { type ReceiptOutcome, recordReceipt } from "../messages/receipts.js";
 import type { Logger } from "../runtime/logger.js";
 import { appendEvents, loadEvents } from "../store/events.js";
-import { fold } from "../domain/state.js";
 
 /**
  * The `bounces` process's SMTP listener (docs/decisions/0040): the MX of `BOUNCE_DOMAIN`. It takes
@@ -95,8 +95,14 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
         const outcome = verdict.kind === "delayed" ? "delayed" : "not_a_report";
         count(outcome);
         logger.info(
-          { messageId, outcome, ...(verdict.kind === "delayed" ? { status: verdict.status } : { reason: verdict.reason }) },
-          verdict.kind === "delayed" ? "delayed DSN: not recorded" : "message to a return path that is no report",
+          {
+            messageId,
+            outcome,
+            ...(verdict.kind === "delayed" ? { status: verdict.status } : { reason: verdict.reason }),
+          },
+          verdict.kind === "delayed"
+            ? "delayed DSN: not recorded"
+            : "message to a return path that is no report",
         );
         continue;
       }
@@ -159,7 +165,9 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
           count("too_large");
           return callback(smtpError(552, "5.3.4 Message too big"));
         }
-        const ids = session.envelope.rcptTo.flatMap((rcpt) => messageIdOfReturnPath(returnPath, rcpt.address) ?? []);
+        const ids = session.envelope.rcptTo.flatMap(
+          (rcpt) => messageIdOfReturnPath(returnPath, rcpt.address) ?? [],
+        );
         handle(Buffer.concat(chunks), [...new Set(ids)]).then(
           () => callback(null, "2.0.0 Report taken"),
           (error: unknown) => {

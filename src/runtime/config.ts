@@ -300,7 +300,10 @@ export const configSchema = z.object({
   BOUNCE_DOMAIN: optionalString.pipe(
     z
       .string()
-      .regex(/^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$/, "must be a domain name")
+      .regex(
+        /^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$/,
+        "must be a domain name",
+      )
       .transform((domain) => domain.toLowerCase())
       .optional(),
   ),

@@ -87,7 +87,8 @@ export async function parseReport(raw: Buffer): Promise<Report> {
     return { kind: "not_a_report", reason: "unparseable" };
   }
   const contentType = email.headers.find((header) => header.key === "content-type")?.value ?? "";
-  if (!/^\s*multipart\/report\b/i.test(contentType)) return { kind: "not_a_report", reason: "not_multipart_report" };
+  if (!/^\s*multipart\/report\b/i.test(contentType))
+    return { kind: "not_a_report", reason: "not_multipart_report" };
   const reportType = /;\s*report-type\s*=\s*"?([A-Za-z-]+)"?/i.exec(contentType)?.[1]?.toLowerCase();
 
   if (reportType === "delivery-status") {
