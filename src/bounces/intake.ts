@@ -46,6 +46,8 @@ export interface BounceIntakeOptions {
   now?: () => Date;
   /** Idle time before a connection is closed (smtp-server's default is 60 s). */
   socketTimeoutMs?: number;
+  /** Replaces {@link onBounceOrComplaint} (tests: what it is called with). */
+  onBounceOrComplaint?: typeof onBounceOrComplaint;
 }
 
 export interface BounceIntake {
@@ -63,10 +65,14 @@ export interface BounceIntake {
  * `duplicate` for the delivery state but a new entry for the list.
  * TODO(lead, i17supp): suppressRecipient(sql, { channel: "email", recipient, reason, messageId, … }).
  */
-export async function onBounceOrComplaint(
-  _sql: Sql,
-  _entry: { messageId: string; recipient: string | null; reason: "hard_bounce" | "complaint" },
-): Promise<void> {}
+export async function onBounceOrComplaint(_sql: Sql, _entry: SuppressionCandidate): Promise<void> {}
+
+export interface SuppressionCandidate {
+  messageId: string;
+  /** Lower-cased; null when the report does not name it. */
+  recipient: string | null;
+  reason: "hard_bounce" | "complaint";
+}
 
 function smtpError(responseCode: number, message: string): Error {
   return Object.assign(new Error(message), { responseCode });
@@ -75,6 +81,7 @@ function smtpError(responseCode: number, message: string): Error {
 export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
   const { sql, logger, returnPath } = options;
   const now = options.now ?? (() => new Date());
+  const suppress = options.onBounceOrComplaint ?? onBounceOrComplaint;
   const counts = new Map<BounceOutcome, number>();
   const count = (outcome: BounceOutcome) => counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
   const perIp = new Map<string, number>();
@@ -106,13 +113,13 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
         );
         continue;
       }
-      const { receipt, suppress } = verdict;
+      const { receipt } = verdict;
       const outcome = await recordReceipt(store, { messageId, channel: "email", receipt, now: now() });
       count(outcome);
       const fields = { messageId, outcome, state: receipt.state, errorCode: receipt.errorCode };
       if (outcome === "recorded" || outcome === "duplicate") {
         logger.info(fields, "e-mail delivery receipt");
-        if (suppress) await onBounceOrComplaint(sql, { messageId, ...suppress });
+        if (verdict.suppress) await suppress(sql, { messageId, ...verdict.suppress });
       } else logger.info(fields, "e-mail delivery receipt not recorded");
     }
   }

@@ -1,9 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { connect } from "node:net";
+import { and, eq } from "drizzle-orm";
 import nodemailer from "nodemailer";
 import PostalMime from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type BounceIntake, createBounceIntake } from "../../../src/bounces/intake.js";
+import { webhookDeliveries } from "../../../db/schema.js";
+import {
+  type BounceIntake,
+  createBounceIntake,
+  type SuppressionCandidate,
+} from "../../../src/bounces/intake.js";
 import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
 import {
   createHarness,
@@ -15,6 +21,7 @@ import {
   sendSms,
   silentLogger,
 } from "../../support/harness.js";
+import { fetchDocument, responseChecker } from "../../support/openapi.js";
 import { PASSWORD, TestSmtpServer, USER } from "../../support/smtp-server.js";
 
 /**
@@ -33,6 +40,10 @@ let provider: SmtpEmailProvider;
 let intake: BounceIntake;
 let intakePort = 0;
 let apiKey = "";
+let organizationId = "";
+let expectDocumented: ReturnType<typeof responseChecker>;
+/** What the suppression hook was called with (it is a no-op until the suppression list lands). */
+const suppressions: SuppressionCandidate[] = [];
 
 beforeAll(async () => {
   smtp = await TestSmtpServer.start();
@@ -53,9 +64,22 @@ beforeAll(async () => {
     returnPath: RETURN_PATH,
     maxClients: 20,
     maxConnectionsPerIp: 3,
+    onBounceOrComplaint: async (_sql, candidate) => {
+      suppressions.push(candidate);
+    },
   });
   intakePort = await intake.listen(0, "127.0.0.1");
-  apiKey = (await onboard(h)).apiKey;
+  const organization = await onboard(h);
+  apiKey = organization.apiKey;
+  organizationId = organization.id;
+  expectDocumented = responseChecker(await fetchDocument(h.app));
+  // Subscribed to everything: the fan-out trigger writes a delivery per event that is sent.
+  const endpoint = await h.app.request("/api/v1/webhooks/endpoints", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey },
+    body: JSON.stringify({ url: "https://hooks.example.com/bounces" }),
+  });
+  expect(endpoint.status, await endpoint.clone().text()).toBe(201);
   await createTemplate(h, apiKey, { name: "plain", code: "<p>Hello</p>" });
   h.startWorker({ providers: { email: provider } });
 });
@@ -94,6 +118,7 @@ async function sentEmail(to = "ada@example.com"): Promise<string> {
 async function record(id: string) {
   const response = await getMessage(h, apiKey, id);
   expect(response.status).toBe(200);
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}");
   return (await response.json()) as {
     status: string;
     delivery: { state: string; updated_at: string | null; error_code: string | null };
@@ -103,6 +128,8 @@ async function record(id: string) {
 async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
   const response = await h.app.request(`/api/v1/messages/${id}/events`, { headers: { "x-api-key": apiKey } });
   expect(response.status).toBe(200);
+  // The history's e-mail receipts are as the OpenAPI document describes them.
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}/events");
   const body = (await response.json()) as
     | { events?: Array<Record<string, unknown>> }
     | Array<Record<string, unknown>>;
@@ -243,6 +270,15 @@ function yahooArf(id: string, recipient: string, feedbackType = "abuse"): string
   ].join("\r\n");
 }
 
+async function webhookEvents(id: string): Promise<string[]> {
+  const rows = await h.db
+    .select({ type: webhookDeliveries.eventType })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.messageId, id), eq(webhookDeliveries.organizationId, organizationId)))
+    .orderBy(webhookDeliveries.seq);
+  return rows.map((r) => r.type);
+}
+
 function counted(outcome: string): number {
   return (intake.counts as ReadonlyMap<string, number>).get(outcome) ?? 0;
 }
@@ -292,6 +328,12 @@ describe("the bounces intake", () => {
     expect(counted("duplicate")).toBe(duplicates + 1);
     expect(await receipts(id)).toHaveLength(1);
     expect((await record(id)).delivery).toEqual(bounced.delivery);
+    expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+    // A hard bounce goes to the suppression hook each time (a duplicate may be another recipient's).
+    expect(suppressions.filter((s) => s.messageId === id)).toEqual([
+      { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
+      { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
+    ]);
   });
 
   it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
@@ -327,6 +369,8 @@ describe("the bounces intake", () => {
       postfixDsn(id, "expired@example.com", "failed", "4.4.7", "421 4.4.7 Message expired"),
     );
     expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "4.4.7" });
+    // A soft bounce: no suppression.
+    expect(suppressions.filter((s) => s.messageId === id)).toEqual([]);
   });
 
   it("an ARF abuse report makes it `complained`, after a bounce too; `not-spam` is no complaint", async () => {
@@ -351,6 +395,15 @@ describe("the bounces intake", () => {
     expect((await receipts(id)).map((event) => [event.state, event.provider_status])).toEqual([
       ["bounced", "failed"],
       ["complained", "abuse"],
+    ]);
+    const events = await webhookEvents(id);
+    expect(events.filter((type) => type === "message.bounced" || type === "message.complained")).toEqual([
+      "message.bounced",
+      "message.complained",
+    ]);
+    expect(suppressions.filter((s) => s.messageId === id).map((s) => [s.reason, s.recipient])).toEqual([
+      ["hard_bounce", "grumpy@example.com"],
+      ["complaint", "grumpy@example.com"],
     ]);
   });
 
