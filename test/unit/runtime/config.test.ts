@@ -234,3 +234,23 @@ describe("loadConfig: PUBLIC_BASE_URL (Twilio's status callbacks, docs/decisions
     }
   });
 });
+
+describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)", () => {
+  it("is unset unless given; a domain is lower-cased; the prefix defaults to `bounce`", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).BOUNCE_DOMAIN).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", BOUNCE_DOMAIN: "" }).BOUNCE_DOMAIN).toBeUndefined();
+    const config = loadConfig({ NODE_ENV: "test", BOUNCE_DOMAIN: "Bounces.Notify.Example.com" });
+    expect(config.BOUNCE_DOMAIN).toBe("bounces.notify.example.com");
+    expect(config.BOUNCE_LOCAL_PART).toBe("bounce");
+    expect([config.BOUNCES_HOST, config.BOUNCES_PORT]).toEqual(["127.0.0.1", 2525]);
+  });
+
+  it("refuses what is not a domain, and a prefix that is not a plain local part", () => {
+    for (const value of ["localhost", "bounce@example.com", "example.com.", "-x.example.com", "exa mple.com"]) {
+      expect(problems({ NODE_ENV: "test", BOUNCE_DOMAIN: value }), value).toMatch(/BOUNCE_DOMAIN/);
+    }
+    for (const value of ["a+b", "Bounce", "", "x@y"]) {
+      expect(problems({ NODE_ENV: "test", BOUNCE_LOCAL_PART: value }), value).toMatch(/BOUNCE_LOCAL_PART/);
+    }
+  });
+});
