@@ -246,7 +246,13 @@ describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)",
   });
 
   it("refuses what is not a domain, and a prefix that is not a plain local part", () => {
-    for (const value of ["localhost", "bounce@example.com", "example.com.", "-x.example.com", "exa mple.com"]) {
+    for (const value of [
+      "localhost",
+      "bounce@example.com",
+      "example.com.",
+      "-x.example.com",
+      "exa mple.com",
+    ]) {
       expect(problems({ NODE_ENV: "test", BOUNCE_DOMAIN: value }), value).toMatch(/BOUNCE_DOMAIN/);
     }
     for (const value of ["a+b", "Bounce", "", "x@y"]) {
