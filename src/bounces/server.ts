@@ -1,19 +1,17 @@
 import { createDatabase } from "../../db/client.js";
-import { ConfigError, loadConfig } from "../runtime/config.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
+import { loadBouncesConfig } from "./config.js";
 import { createBounceIntake } from "./intake.js";
 
 /**
  * The `bounces` process (Procfile): the SMTP listener that takes DSNs and abuse reports sent to
  * the e-mails' return paths at `BOUNCE_DOMAIN` (src/bounces/intake.ts, docs/decisions/0040). It
- * needs only Postgres: no Redis, no master key (a receipt reads no sealed content).
+ * needs only Postgres and its own settings (src/bounces/config.ts): no Redis, no provider, no
+ * master key (a receipt reads no sealed content).
  */
 async function main(): Promise<void> {
-  const config = loadConfig();
-  if (!config.BOUNCE_DOMAIN) {
-    throw new ConfigError("Invalid configuration:\n  BOUNCE_DOMAIN: required by the bounces process");
-  }
+  const config = loadBouncesConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "bounces" });
   const { sql } = createDatabase({
     url: config.DATABASE_URL,

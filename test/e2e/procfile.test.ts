@@ -75,6 +75,8 @@ describe("the Procfile's processes", () => {
     const port = await freePort();
     const bounces = runProcess(procfile().bounces ?? "missing-bounces", {
       DATABASE_URL: stack.databaseUrl,
+      // Production, without the providers and keys web and worker need: it asks only for its own.
+      NODE_ENV: "production",
       BOUNCE_DOMAIN: "bounces.e2e.test",
       BOUNCES_PORT: String(port),
     });

@@ -1,5 +1,6 @@
 import { Resolver } from "node:dns/promises";
 import { describe, expect, it } from "vitest";
+import { loadBouncesConfig } from "../../../src/bounces/config.js";
 import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
 
 const production = {
@@ -258,5 +259,20 @@ describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)",
     for (const value of ["a+b", "Bounce", "", "x@y"]) {
       expect(problems({ NODE_ENV: "test", BOUNCE_LOCAL_PART: value }), value).toMatch(/BOUNCE_LOCAL_PART/);
     }
+  });
+});
+
+describe("loadBouncesConfig: the bounces process's own settings", () => {
+  it("needs BOUNCE_DOMAIN, and in production nothing of web's and worker's (providers, keys)", () => {
+    expect(() => loadBouncesConfig({ NODE_ENV: "production" })).toThrow(/BOUNCE_DOMAIN: required/);
+    expect(() => loadBouncesConfig({ NODE_ENV: "production", BOUNCE_DOMAIN: "x" })).toThrow(ConfigError);
+    expect(loadBouncesConfig({ NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" })).toMatchObject(
+      {
+        BOUNCE_DOMAIN: "bounces.example.com",
+        BOUNCE_LOCAL_PART: "bounce",
+        BOUNCES_PORT: 2525,
+        BOUNCES_HOST: "127.0.0.1",
+      },
+    );
   });
 });
