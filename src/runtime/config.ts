@@ -291,6 +291,35 @@ export const configSchema = z.object({
   ),
   /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
   WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
+  /**
+   * E-mail bounces and complaints (docs/decisions/0040). The domain whose MX points at the
+   * `bounces` process: every e-mail goes out with the envelope sender (return path)
+   * `BOUNCE_LOCAL_PART+{message_id}@BOUNCE_DOMAIN`, where DSNs and ARF reports come back. Unset:
+   * the envelope sender is the From address, and no bounce is ever tied to a message.
+   */
+  BOUNCE_DOMAIN: optionalString.pipe(
+    z
+      .string()
+      .regex(
+        /^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$/,
+        "must be a domain name",
+      )
+      .transform((domain) => domain.toLowerCase())
+      .optional(),
+  ),
+  /** The local part's prefix of the return path (`bounce` + `+` + the message id). */
+  BOUNCE_LOCAL_PART: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]{0,30}$/, "lower-case letters, digits, . _ and - only (at most 31)")
+    .default("bounce"),
+  /** The `bounces` process's SMTP port (an MX is reached on 25: map it, or run behind a relay). */
+  BOUNCES_PORT: int(0, 65535).default(2525),
+  /** The interface it listens on: loopback unless an operator opens it (0.0.0.0 behind the MX). */
+  BOUNCES_HOST: z.string().min(1).default("127.0.0.1"),
+  /** SMTP connections the `bounces` process serves at once, from everyone; more are refused (421). */
+  BOUNCES_MAX_CLIENTS: int(1, 10_000).default(100),
+  /** SMTP connections one IP address may have open at once; more are refused (421). */
+  BOUNCES_MAX_CONNECTIONS_PER_IP: int(1, 10_000).default(10),
 });
 
 type Parsed = z.infer<typeof configSchema>;

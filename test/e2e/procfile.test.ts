@@ -1,6 +1,14 @@
+import { randomUUID } from "node:crypto";
+import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/harness.js";
-import { type ProcfileStack, startProcfileStack } from "../support/processes.js";
+import {
+  freePort,
+  type ProcfileStack,
+  procfile,
+  runProcess,
+  startProcfileStack,
+} from "../support/processes.js";
 
 /**
  * The Procfile's processes, built and run exactly as written, against a database that does not
@@ -60,6 +68,43 @@ describe("the Procfile's processes", () => {
         `message ${index} to reach ${status}`,
       );
       expect(record.retry_count).toBe(retries);
+    }
+  });
+
+  it("bounces listens for reports to its domain's return paths, refuses other addresses and exits on SIGTERM", async () => {
+    const port = await freePort();
+    const bounces = runProcess(procfile().bounces ?? "missing-bounces", {
+      DATABASE_URL: stack.databaseUrl,
+      // Production, without the providers and keys web and worker need: it asks only for its own.
+      NODE_ENV: "production",
+      BOUNCE_DOMAIN: "bounces.e2e.test",
+      BOUNCES_PORT: String(port),
+    });
+    try {
+      await eventually(
+        async () => (bounces.output().includes("bounces SMTP listener") ? true : undefined),
+        15_000,
+        `the bounces process to listen:\n${bounces.output()}`,
+      );
+      const transport = nodemailer.createTransport({
+        host: "127.0.0.1",
+        port,
+        secure: false,
+        ignoreTLS: true,
+      });
+      const raw = "From: MAILER-DAEMON@mx.example\r\nSubject: Undelivered\r\n\r\nNot a report.\r\n";
+      // A return path of a message that does not exist: taken (250), nothing recorded.
+      const taken = await transport.sendMail({
+        envelope: { from: "", to: [`bounce+${randomUUID()}@bounces.e2e.test`] },
+        raw,
+      });
+      expect(taken.response).toMatch(/^250 /);
+      await expect(
+        transport.sendMail({ envelope: { from: "", to: ["someone@example.com"] }, raw }),
+      ).rejects.toMatchObject({ responseCode: 550 });
+      transport.close();
+    } finally {
+      expect(await bounces.stop("SIGTERM")).toBe(0);
     }
   });
 

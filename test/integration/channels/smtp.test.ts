@@ -128,6 +128,21 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     expect(provider().name).toBe("smtp");
   });
 
+  it("with a return path, the envelope sender is bounce+{message id}@BOUNCE_DOMAIN, to every recipient, bcc in no header", async () => {
+    const p = provider({ returnPath: { domain: "bounces.notify.example.com", localPart: "rt" } });
+    expect(await send(p)).toMatchObject({ ok: true });
+    expect(server.received[0]?.mailFrom).toBe(`rt+${email.messageId}@bounces.notify.example.com`);
+    expect(server.received[0]?.rcptTo.sort()).toEqual([
+      "ada@example.org",
+      "audit@example.net",
+      "bob@example.org",
+    ]);
+    const mail = await parsed();
+    expect(mail.from).toMatchObject({ address: "hello@notify.example.com", name: "Example Shop" });
+    expect(mail.headers.some((header) => header.key === "bcc")).toBe(false);
+    expect(server.received[0]?.raw.toString()).not.toContain("audit@example.net");
+  });
+
   it("an accepted message is a success carrying the server's queue id", async () => {
     expect(await send()).toStrictEqual({ ok: true, provider: "smtp", providerMessageId: QUEUE_ID });
   });

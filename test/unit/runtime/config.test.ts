@@ -1,5 +1,6 @@
 import { Resolver } from "node:dns/promises";
 import { describe, expect, it } from "vitest";
+import { loadBouncesConfig } from "../../../src/bounces/config.js";
 import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
 
 const production = {
@@ -232,5 +233,46 @@ describe("loadConfig: PUBLIC_BASE_URL (Twilio's status callbacks, docs/decisions
     ]) {
       expect(problems({ NODE_ENV: "test", PUBLIC_BASE_URL: value }), value).toMatch(/PUBLIC_BASE_URL/);
     }
+  });
+});
+
+describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)", () => {
+  it("is unset unless given; a domain is lower-cased; the prefix defaults to `bounce`", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).BOUNCE_DOMAIN).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", BOUNCE_DOMAIN: "" }).BOUNCE_DOMAIN).toBeUndefined();
+    const config = loadConfig({ NODE_ENV: "test", BOUNCE_DOMAIN: "Bounces.Notify.Example.com" });
+    expect(config.BOUNCE_DOMAIN).toBe("bounces.notify.example.com");
+    expect(config.BOUNCE_LOCAL_PART).toBe("bounce");
+    expect([config.BOUNCES_HOST, config.BOUNCES_PORT]).toEqual(["127.0.0.1", 2525]);
+  });
+
+  it("refuses what is not a domain, and a prefix that is not a plain local part", () => {
+    for (const value of [
+      "localhost",
+      "bounce@example.com",
+      "example.com.",
+      "-x.example.com",
+      "exa mple.com",
+    ]) {
+      expect(problems({ NODE_ENV: "test", BOUNCE_DOMAIN: value }), value).toMatch(/BOUNCE_DOMAIN/);
+    }
+    for (const value of ["a+b", "Bounce", "", "x@y"]) {
+      expect(problems({ NODE_ENV: "test", BOUNCE_LOCAL_PART: value }), value).toMatch(/BOUNCE_LOCAL_PART/);
+    }
+  });
+});
+
+describe("loadBouncesConfig: the bounces process's own settings", () => {
+  it("needs BOUNCE_DOMAIN, and in production nothing of web's and worker's (providers, keys)", () => {
+    expect(() => loadBouncesConfig({ NODE_ENV: "production" })).toThrow(/BOUNCE_DOMAIN: required/);
+    expect(() => loadBouncesConfig({ NODE_ENV: "production", BOUNCE_DOMAIN: "x" })).toThrow(ConfigError);
+    expect(loadBouncesConfig({ NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" })).toMatchObject(
+      {
+        BOUNCE_DOMAIN: "bounces.example.com",
+        BOUNCE_LOCAL_PART: "bounce",
+        BOUNCES_PORT: 2525,
+        BOUNCES_HOST: "127.0.0.1",
+      },
+    );
   });
 });

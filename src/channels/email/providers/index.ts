@@ -22,6 +22,9 @@ export const createEmailProvider = providerFactory<Config, "EMAIL_PROVIDER", Ema
         timeoutMs: config.SMTP_TIMEOUT_MS,
         pool: true,
         maxConnections: config.SMTP_POOL_SIZE,
+        ...(config.BOUNCE_DOMAIN && {
+          returnPath: { domain: config.BOUNCE_DOMAIN, localPart: config.BOUNCE_LOCAL_PART },
+        }),
       });
     },
   },

@@ -2,6 +2,7 @@ import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Tr
 import nodemailer from "nodemailer";
 import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
 import { failedOutcome, redactRecipients } from "../../providers/redact.js";
+import { type ReturnPathSettings, returnPath } from "../bounces/verp.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
 export interface SmtpEmailProviderOptions {
@@ -25,6 +26,12 @@ export interface SmtpEmailProviderOptions {
   pool: boolean;
   /** With `pool`: most connections open at once (nodemailer's default is 5). */
   maxConnections?: number;
+  /**
+   * With `BOUNCE_DOMAIN`: each message's envelope sender is its own return path,
+   * `bounce+{message_id}@BOUNCE_DOMAIN` (VERP, docs/decisions/0040), where its DSNs and complaints
+   * come back; the From header stays the sender's. Without: the envelope sender is the From address.
+   */
+  returnPath?: ReturnPathSettings;
 }
 
 /**
@@ -52,11 +59,13 @@ export class SmtpEmailProvider implements EmailProvider {
   readonly timeoutMs: number;
   /** Strings never allowed into an error message: the password and the AUTH lines that carry it. */
   readonly #secrets: string[];
+  readonly #returnPath: ReturnPathSettings | undefined;
 
   constructor(options: SmtpEmailProviderOptions) {
     this.#server = `${options.host}:${options.port}`;
     this.timeoutMs = options.timeoutMs;
     this.#secrets = secretsOf(options.user, options.password);
+    this.#returnPath = options.returnPath;
     this.#transport = nodemailer.createTransport({
       host: options.host,
       port: options.port,
@@ -84,7 +93,7 @@ export class SmtpEmailProvider implements EmailProvider {
 
   async send(message: EmailMessage): Promise<DeliveryOutcome> {
     try {
-      const info = await this.#transport.sendMail(mailOptions(message));
+      const info = await this.#transport.sendMail(mailOptions(message, this.#returnPath));
       return { ok: true, provider: this.name, providerMessageId: providerMessageIdOf(info) };
     } catch (err) {
       const { error, detail } = classify(err, this.timeoutMs);
@@ -107,10 +116,19 @@ export class SmtpEmailProvider implements EmailProvider {
 /**
  * The Message-ID is the same on every attempt of a message, so a receiver that already has it
  * can drop the duplicate a retry causes when a server accepted a message but its reply was lost.
- * bcc goes only into the envelope: nodemailer never writes a Bcc header.
+ * bcc goes only into the envelope: nodemailer never writes a Bcc header. With a return path
+ * the envelope is given whole (nodemailer then takes its recipients from it, not the headers).
  */
-function mailOptions(message: EmailMessage): SendMailOptions {
+function mailOptions(message: EmailMessage, verp: ReturnPathSettings | undefined): SendMailOptions {
   return {
+    ...(verp && {
+      envelope: {
+        from: returnPath(verp, message.messageId),
+        to: message.to.map((r) => r.email),
+        cc: message.cc.map((r) => r.email),
+        bcc: message.bcc.map((r) => r.email),
+      },
+    }),
     from: address(message.from),
     to: message.to.map(address),
     cc: message.cc.map(address),

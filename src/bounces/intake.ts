@@ -1,0 +1,203 @@
+import type { AddressInfo } from "node:net";
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
+import type { SqlClient as Sql } from "../../db/client.js";
+import { parseReport, verdictOf } from "../channels/email/bounces/reports.js";
+import { messageIdOfReturnPath, type ReturnPathSettings } from "../channels/email/bounces/verp.js";
+import { fold } from "../domain/state.js";
+import { type ReceiptOutcome, recordReceipt } from "../messages/receipts.js";
+import type { Logger } from "../runtime/logger.js";
+import { appendEvents, loadEvents } from "../store/events.js";
+
+/**
+ * The `bounces` process's SMTP listener (docs/decisions/0040): the MX of `BOUNCE_DOMAIN`. It takes
+ * the DSNs and abuse reports mail servers send to a message's return path
+ * (`bounce+{message_id}@BOUNCE_DOMAIN`) and records them as the message's delivery receipts.
+ *
+ * - RCPT: only a return path of ours (the prefix, a UUID, the domain); anything else 550. So it
+ *   never relays, and takes no mail for anyone. No AUTH (an MX is not logged in to), no STARTTLS.
+ * - Size: `SIZE` announced and enforced (`MAX_REPORT_BYTES`: 552); connections: at most
+ *   `BOUNCES_MAX_CLIENTS` in all and `BOUNCES_MAX_CONNECTIONS_PER_IP` from one address (421).
+ * - Every message that passed RCPT is answered 250 whatever it says (an unknown message id, a
+ *   message of another channel or provider, an out-of-office reply, a forged or broken report:
+ *   nothing recorded, logged and counted), so the sender does not retry it for days. Only a
+ *   failure of ours (the database) is answered 451: the sender tries again later.
+ */
+
+/** A DSN is a few KiB; with the original message attached, rarely more than a few hundred. */
+export const MAX_REPORT_BYTES = 1024 * 1024;
+/** Return paths one message may be addressed to: a report names one message. */
+const MAX_RECIPIENTS = 5;
+
+/** What came of a message (or a refused recipient), as counted and logged. */
+export type BounceOutcome =
+  | ReceiptOutcome
+  | "delayed"
+  | "not_a_report"
+  | "refused_recipient"
+  | "too_large"
+  | "error";
+
+export interface BounceIntakeOptions {
+  sql: Sql;
+  logger: Logger;
+  returnPath: ReturnPathSettings;
+  maxClients: number;
+  maxConnectionsPerIp: number;
+  now?: () => Date;
+  /** Idle time before a connection is closed (smtp-server's default is 60 s). */
+  socketTimeoutMs?: number;
+  /** Replaces {@link onBounceOrComplaint} (tests: what it is called with). */
+  onBounceOrComplaint?: typeof onBounceOrComplaint;
+}
+
+export interface BounceIntake {
+  /** How many of each outcome so far (also in the log, one line per message). */
+  readonly counts: ReadonlyMap<BounceOutcome, number>;
+  listen(port: number, host: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * SUPPRESSION (issue 17): the one place a hard bounce (a `5.x.x` failure) or a complaint of a
+ * recorded e-mail reaches the suppression list. `recipient` is the report's `Final-Recipient`
+ * (DSN) or `Original-Rcpt-To` (ARF; null when the report does not say). Called for `recorded`
+ * and `duplicate` receipts alike: a second recipient of the same message bouncing is a
+ * `duplicate` for the delivery state but a new entry for the list.
+ * TODO(lead, i17supp): suppressRecipient(sql, { channel: "email", recipient, reason, messageId, … }).
+ */
+export async function onBounceOrComplaint(_sql: Sql, _entry: SuppressionCandidate): Promise<void> {}
+
+export interface SuppressionCandidate {
+  messageId: string;
+  /** Lower-cased; null when the report does not name it. */
+  recipient: string | null;
+  reason: "hard_bounce" | "complaint";
+}
+
+function smtpError(responseCode: number, message: string): Error {
+  return Object.assign(new Error(message), { responseCode });
+}
+
+export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
+  const { sql, logger, returnPath } = options;
+  const now = options.now ?? (() => new Date());
+  const suppress = options.onBounceOrComplaint ?? onBounceOrComplaint;
+  const counts = new Map<BounceOutcome, number>();
+  const count = (outcome: BounceOutcome) => counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
+  const perIp = new Map<string, number>();
+  // The store's two functions a receipt needs; content stays sealed (a receipt reads none).
+  const store = {
+    loadMessage: async (messageId: string) => {
+      const events = await loadEvents(sql, messageId);
+      return { state: fold(events.map((stored) => stored.event)), events };
+    },
+    append: appendEvents.bind(null, sql),
+  };
+
+  async function handle(raw: Buffer, messageIds: string[]): Promise<void> {
+    const report = await parseReport(raw);
+    const verdict = verdictOf(report);
+    for (const messageId of messageIds) {
+      if (verdict.kind !== "receipt") {
+        const outcome = verdict.kind === "delayed" ? "delayed" : "not_a_report";
+        count(outcome);
+        logger.info(
+          {
+            messageId,
+            outcome,
+            ...(verdict.kind === "delayed" ? { status: verdict.status } : { reason: verdict.reason }),
+          },
+          verdict.kind === "delayed"
+            ? "delayed DSN: not recorded"
+            : "message to a return path that is no report",
+        );
+        continue;
+      }
+      const { receipt } = verdict;
+      const outcome = await recordReceipt(store, { messageId, channel: "email", receipt, now: now() });
+      count(outcome);
+      const fields = { messageId, outcome, state: receipt.state, errorCode: receipt.errorCode };
+      if (outcome === "recorded" || outcome === "duplicate") {
+        logger.info(fields, "e-mail delivery receipt");
+        if (verdict.suppress) await suppress(sql, { messageId, ...verdict.suppress });
+      } else logger.info(fields, "e-mail delivery receipt not recorded");
+    }
+  }
+
+  const server = new SMTPServer({
+    name: returnPath.domain,
+    banner: "bounces only",
+    logger: false,
+    authOptional: true,
+    disabledCommands: ["AUTH", "STARTTLS"],
+    disableReverseLookup: true,
+    size: MAX_REPORT_BYTES,
+    maxClients: options.maxClients,
+    socketTimeout: options.socketTimeoutMs ?? 60_000,
+    closeTimeout: 5_000,
+    onConnect(session, callback) {
+      const open = perIp.get(session.remoteAddress) ?? 0;
+      if (open >= options.maxConnectionsPerIp) {
+        // onClose still runs for this session: count it so the decrement there balances.
+        perIp.set(session.remoteAddress, open + 1);
+        return callback(smtpError(421, "4.7.0 Too many connections from your address, try again later"));
+      }
+      perIp.set(session.remoteAddress, open + 1);
+      callback();
+    },
+    onClose(session) {
+      const open = (perIp.get(session.remoteAddress) ?? 1) - 1;
+      if (open <= 0) perIp.delete(session.remoteAddress);
+      else perIp.set(session.remoteAddress, open);
+    },
+    onRcptTo(address, session, callback) {
+      if (!messageIdOfReturnPath(returnPath, address.address)) {
+        count("refused_recipient");
+        return callback(smtpError(550, "5.1.1 No such recipient here"));
+      }
+      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS)
+        return callback(smtpError(452, "4.5.3 Too many recipients"));
+      callback();
+    },
+    onData(stream: SMTPServerDataStream, session: SMTPServerSession, callback) {
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      stream.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+        // Past the limit nothing more is kept; the stream is still read to its end.
+        if (bytes <= MAX_REPORT_BYTES) chunks.push(chunk);
+      });
+      stream.on("end", () => {
+        if (stream.sizeExceeded || bytes > MAX_REPORT_BYTES) {
+          count("too_large");
+          return callback(smtpError(552, "5.3.4 Message too big"));
+        }
+        const ids = session.envelope.rcptTo.flatMap(
+          (rcpt) => messageIdOfReturnPath(returnPath, rcpt.address) ?? [],
+        );
+        handle(Buffer.concat(chunks), [...new Set(ids)]).then(
+          () => callback(null, "2.0.0 Report taken"),
+          (error: unknown) => {
+            count("error");
+            logger.error({ err: error }, "could not record an e-mail report; the sender will retry");
+            callback(smtpError(451, "4.3.0 Temporary failure, try again later"));
+          },
+        );
+      });
+    },
+  });
+  server.on("error", (error) => logger.warn({ err: error }, "bounces SMTP server error"));
+
+  return {
+    counts,
+    listen: (port, host) =>
+      new Promise((resolve, reject) => {
+        server.server.once("error", reject);
+        server.listen(port, host, () => {
+          server.server.off("error", reject);
+          resolve((server.server.address() as AddressInfo).port);
+        });
+      }),
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,516 @@
+import { randomUUID } from "node:crypto";
+import { connect } from "node:net";
+import { and, eq } from "drizzle-orm";
+import nodemailer from "nodemailer";
+import PostalMime from "postal-mime";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { webhookDeliveries } from "../../../db/schema.js";
+import {
+  type BounceIntake,
+  createBounceIntake,
+  type SuppressionCandidate,
+} from "../../../src/bounces/intake.js";
+import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
+import {
+  createHarness,
+  createTemplate,
+  eventually,
+  getMessage,
+  onboard,
+  sendNotification,
+  sendSms,
+  silentLogger,
+} from "../../support/harness.js";
+import { fetchDocument, responseChecker } from "../../support/openapi.js";
+import { PASSWORD, TestSmtpServer, USER } from "../../support/smtp-server.js";
+
+/**
+ * E-mail bounces and complaints end to end (docs/decisions/0040): the worker sends through the
+ * SMTP provider to a local SMTP sink with a VERP return path; the reports come back to the
+ * bounces intake (a real SMTP listener) over SMTP, sent by nodemailer as raw messages built the
+ * way Postfix (DSN) and Yahoo's feedback loop (ARF) build theirs.
+ */
+
+const DOMAIN = "bounces.notify.test";
+const RETURN_PATH = { domain: DOMAIN, localPart: "bounce" };
+
+const h = createHarness();
+let smtp: TestSmtpServer;
+let provider: SmtpEmailProvider;
+let intake: BounceIntake;
+let intakePort = 0;
+let apiKey = "";
+let organizationId = "";
+let expectDocumented: ReturnType<typeof responseChecker>;
+/** What the suppression hook was called with (it is a no-op until the suppression list lands). */
+const suppressions: SuppressionCandidate[] = [];
+
+beforeAll(async () => {
+  smtp = await TestSmtpServer.start();
+  provider = new SmtpEmailProvider({
+    host: "127.0.0.1",
+    port: smtp.port,
+    secure: false,
+    requireTls: false,
+    user: USER,
+    password: PASSWORD,
+    timeoutMs: 2000,
+    pool: false,
+    returnPath: RETURN_PATH,
+  });
+  intake = createBounceIntake({
+    sql: h.sql,
+    logger: silentLogger,
+    returnPath: RETURN_PATH,
+    maxClients: 20,
+    maxConnectionsPerIp: 3,
+    onBounceOrComplaint: async (_sql, candidate) => {
+      suppressions.push(candidate);
+    },
+  });
+  intakePort = await intake.listen(0, "127.0.0.1");
+  const organization = await onboard(h);
+  apiKey = organization.apiKey;
+  organizationId = organization.id;
+  expectDocumented = responseChecker(await fetchDocument(h.app));
+  // Subscribed to everything: the fan-out trigger writes a delivery per event that is sent.
+  const endpoint = await h.app.request("/api/v1/webhooks/endpoints", {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": apiKey },
+    body: JSON.stringify({ url: "https://hooks.example.com/bounces" }),
+  });
+  expect(endpoint.status, await endpoint.clone().text()).toBe(201);
+  await createTemplate(h, apiKey, { name: "plain", code: "<p>Hello</p>" });
+  h.startWorker({ providers: { email: provider } });
+});
+beforeEach(() => smtp.reset());
+afterAll(async () => {
+  await h.close();
+  await provider.close();
+  await smtp.close();
+  await intake?.close();
+});
+
+/** Sends an e-mail to `to` through the API and the worker; waits for its success. */
+async function sentEmail(to = "ada@example.com"): Promise<string> {
+  const response = await sendNotification(h, "email", apiKey, {
+    payload: {
+      template_name: "plain",
+      template_content: [],
+      message: {
+        from_email: "hello@acme.test",
+        from_name: "ACME",
+        subject: "Hello",
+        to: [{ email: to, type: "to" }],
+      },
+    },
+  });
+  expect(response.status, await response.clone().text()).toBe(202);
+  const id = ((await response.json()) as { request_id: string }).request_id;
+  await eventually(
+    async () => ((await record(id)).status === "success" ? true : undefined),
+    15_000,
+    "success",
+  );
+  return id;
+}
+
+async function record(id: string) {
+  const response = await getMessage(h, apiKey, id);
+  expect(response.status).toBe(200);
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}");
+  return (await response.json()) as {
+    status: string;
+    delivery: { state: string; updated_at: string | null; error_code: string | null };
+  };
+}
+
+async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
+  const response = await h.app.request(`/api/v1/messages/${id}/events`, { headers: { "x-api-key": apiKey } });
+  expect(response.status).toBe(200);
+  // The history's e-mail receipts are as the OpenAPI document describes them.
+  await expectDocumented(response, "get", "/api/v1/messages/{message_id}/events");
+  const body = (await response.json()) as
+    | { events?: Array<Record<string, unknown>> }
+    | Array<Record<string, unknown>>;
+  return (Array.isArray(body) ? body : (body.events ?? [])).filter((event) => event.type === "receipt");
+}
+
+/** Sends `raw` to the intake over SMTP as a reporting MTA does (a DSN's sender is null: `MAIL FROM:<>`). */
+async function report(to: string, raw: string, from = "") {
+  const transport = nodemailer.createTransport({
+    host: "127.0.0.1",
+    port: intakePort,
+    secure: false,
+    ignoreTLS: true,
+    connectionTimeout: 5000,
+  });
+  try {
+    return await transport.sendMail({ envelope: { from, to: [to] }, raw });
+  } finally {
+    transport.close();
+  }
+}
+
+const verp = (id: string) => `bounce+${id}@${DOMAIN}`;
+
+/** A Postfix bounce ("Undelivered Mail Returned to Sender"), as its bounce(8) daemon writes it. */
+function postfixDsn(
+  id: string,
+  recipient: string,
+  action: string,
+  status: string,
+  diagnostic: string,
+): string {
+  const boundary = "3F1A2C0B9E.1732500000/mx1.example.com";
+  return [
+    "Return-Path: <>",
+    `Received: by mx1.example.com (Postfix) id 3F1A2C0B9E; Mon, 25 Nov 2026 01:20:00 +0000 (UTC)`,
+    "Date: Mon, 25 Nov 2026 01:20:00 +0000 (UTC)",
+    "From: MAILER-DAEMON@mx1.example.com (Mail Delivery System)",
+    "Subject: Undelivered Mail Returned to Sender",
+    `To: ${verp(id)}`,
+    "Auto-Submitted: auto-replied",
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/report; report-type=delivery-status;`,
+    `\tboundary="${boundary}"`,
+    "Content-Transfer-Encoding: 8bit",
+    "Message-Id: <20261125012000.3F1A2C0B9E@mx1.example.com>",
+    "",
+    "This is a MIME-encapsulated message.",
+    "",
+    `--${boundary}`,
+    "Content-Description: Notification",
+    "Content-Type: text/plain; charset=us-ascii",
+    "",
+    "This is the mail system at host mx1.example.com.",
+    "",
+    "I'm sorry to have to inform you that your message could not",
+    "be delivered to one or more recipients.",
+    "",
+    `<${recipient}>: host mail.example.com[192.0.2.25] said: ${diagnostic}`,
+    "",
+    `--${boundary}`,
+    "Content-Description: Delivery report",
+    "Content-Type: message/delivery-status",
+    "",
+    "Reporting-MTA: dns; mx1.example.com",
+    "X-Postfix-Queue-ID: 3F1A2C0B9E",
+    `X-Postfix-Sender: rfc822; ${verp(id)}`,
+    "Arrival-Date: Mon, 25 Nov 2026 01:19:58 +0000 (UTC)",
+    "",
+    `Final-Recipient: rfc822; ${recipient}`,
+    `Original-Recipient: rfc822;${recipient}`,
+    `Action: ${action}`,
+    `Status: ${status}`,
+    "Remote-MTA: dns; mail.example.com",
+    `Diagnostic-Code: smtp; ${diagnostic.slice(0, 30)}`,
+    `    ${diagnostic.slice(30)}`,
+    "",
+    `--${boundary}`,
+    "Content-Description: Undelivered Message Headers",
+    "Content-Type: text/rfc822-headers",
+    "",
+    `Return-Path: <${verp(id)}>`,
+    "From: ACME <hello@acme.test>",
+    `To: ${recipient}`,
+    "Subject: Hello",
+    `X-Notification-Id: ${id}`,
+    "",
+    `--${boundary}--`,
+    "",
+  ].join("\r\n");
+}
+
+/** An abuse report as Yahoo's complaint feedback loop sends it (RFC 5965 ARF). */
+function yahooArf(id: string, recipient: string, feedbackType = "abuse"): string {
+  const boundary = "----=_Part_1234_567890.1732500000000";
+  return [
+    "From: feedbackloop@comcast.yahoo.example",
+    `To: ${verp(id)}`,
+    "Subject: FW: Hello",
+    "Date: Mon, 25 Nov 2026 01:25:00 +0000",
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/report; report-type=feedback-report; boundary="${boundary}"`,
+    "",
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=us-ascii",
+    "Content-Transfer-Encoding: 7bit",
+    "",
+    "This is an email abuse report for an email message received from IP 192.0.2.10 on Mon, 25 Nov 2026 01:10:00 +0000",
+    "",
+    `--${boundary}`,
+    "Content-Type: message/feedback-report",
+    "",
+    `Feedback-Type: ${feedbackType}`,
+    "User-Agent: Yahoo!-Mail-Feedback/2.0",
+    "Version: 1",
+    `Original-Mail-From: <${verp(id)}>`,
+    `Original-Rcpt-To: <${recipient}>`,
+    "Arrival-Date: Mon, 25 Nov 2026 01:10:00 +0000",
+    "Reporting-MTA: dns; mta1.feedback.yahoo.example",
+    "Source-IP: 192.0.2.10",
+    "",
+    `--${boundary}`,
+    "Content-Type: message/rfc822",
+    "Content-Disposition: inline",
+    "",
+    `Return-Path: <${verp(id)}>`,
+    "From: ACME <hello@acme.test>",
+    `To: ${recipient}`,
+    "Subject: Hello",
+    `X-Notification-Id: ${id}`,
+    "MIME-Version: 1.0",
+    "Content-Type: text/plain",
+    "",
+    "Hello",
+    "",
+    `--${boundary}--`,
+    "",
+  ].join("\r\n");
+}
+
+async function webhookEvents(id: string): Promise<string[]> {
+  const rows = await h.db
+    .select({ type: webhookDeliveries.eventType })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.messageId, id), eq(webhookDeliveries.organizationId, organizationId)))
+    .orderBy(webhookDeliveries.seq);
+  return rows.map((r) => r.type);
+}
+
+function counted(outcome: string): number {
+  return (intake.counts as ReadonlyMap<string, number>).get(outcome) ?? 0;
+}
+
+describe("VERP", () => {
+  it("each e-mail's envelope sender is bounce+{message id}@BOUNCE_DOMAIN; the From header stays the sender's", async () => {
+    const id = await sentEmail();
+    expect(smtp.received).toHaveLength(1);
+    const [received] = smtp.received;
+    expect(received?.mailFrom).toBe(`bounce+${id}@${DOMAIN}`);
+    expect(received?.rcptTo).toEqual(["ada@example.com"]);
+    const mail = await PostalMime.parse(received?.raw ?? "");
+    expect(mail.from).toMatchObject({ address: "hello@acme.test", name: "ACME" });
+  });
+});
+
+describe("the bounces intake", () => {
+  it("a Postfix DSN with 5.1.1 makes the delivery `bounced`; the same DSN again records nothing", async () => {
+    const id = await sentEmail("gone@example.com");
+    const dsn = postfixDsn(
+      id,
+      "gone@example.com",
+      "failed",
+      "5.1.1",
+      "550 5.1.1 <gone@example.com>: Recipient address rejected: User unknown",
+    );
+    const sent = await report(verp(id), dsn);
+    expect(sent.response).toMatch(/^250 /);
+    const bounced = await record(id);
+    expect(bounced.status).toBe("success");
+    expect(bounced.delivery).toEqual({
+      state: "bounced",
+      updated_at: expect.any(String),
+      error_code: "5.1.1",
+    });
+    expect(await receipts(id)).toEqual([
+      expect.objectContaining({
+        state: "bounced",
+        error_code: "5.1.1",
+        provider: "smtp",
+        provider_status: "failed",
+      }),
+    ]);
+
+    const duplicates = counted("duplicate");
+    expect((await report(verp(id).toUpperCase(), dsn)).response).toMatch(/^250 /);
+    expect(counted("duplicate")).toBe(duplicates + 1);
+    expect(await receipts(id)).toHaveLength(1);
+    expect((await record(id)).delivery).toEqual(bounced.delivery);
+    expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+    // A hard bounce goes to the suppression hook each time (a duplicate may be another recipient's).
+    expect(suppressions.filter((s) => s.messageId === id)).toEqual([
+      { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
+      { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
+    ]);
+  });
+
+  it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
+    const id = await sentEmail("slow@example.com");
+    const delayed = postfixDsn(
+      id,
+      "slow@example.com",
+      "delayed",
+      "4.4.1",
+      "450 4.4.1 Host mail.example.com timed out, will retry",
+    );
+    const before = counted("delayed");
+    expect((await report(verp(id), delayed)).response).toMatch(/^250 /);
+    expect(counted("delayed")).toBe(before + 1);
+    expect((await record(id)).delivery).toEqual({ state: "unknown", updated_at: null, error_code: null });
+    expect(await receipts(id)).toEqual([]);
+
+    await report(
+      verp(id),
+      postfixDsn(id, "slow@example.com", "failed", "5.2.1", "550 5.2.1 Mailbox disabled"),
+    );
+    const bounced = await record(id);
+    expect(bounced.delivery.state).toBe("bounced");
+    await report(verp(id), delayed);
+    expect((await record(id)).delivery).toEqual(bounced.delivery);
+    expect(await receipts(id)).toHaveLength(1);
+  });
+
+  it("a failure with a 4.x.x status (the server gave up retrying) is a bounce", async () => {
+    const id = await sentEmail("expired@example.com");
+    await report(
+      verp(id),
+      postfixDsn(id, "expired@example.com", "failed", "4.4.7", "421 4.4.7 Message expired"),
+    );
+    expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "4.4.7" });
+    // A soft bounce: no suppression.
+    expect(suppressions.filter((s) => s.messageId === id)).toEqual([]);
+  });
+
+  it("an ARF abuse report makes it `complained`, after a bounce too; `not-spam` is no complaint", async () => {
+    const id = await sentEmail("grumpy@example.com");
+    const before = counted("not_a_report");
+    await report(verp(id), yahooArf(id, "grumpy@example.com", "not-spam"), "feedbackloop@yahoo.example");
+    expect(counted("not_a_report")).toBe(before + 1);
+    expect((await record(id)).delivery.state).toBe("unknown");
+
+    await report(
+      verp(id),
+      postfixDsn(id, "grumpy@example.com", "failed", "5.7.1", "550 5.7.1 Message rejected as spam"),
+    );
+    expect((await record(id)).delivery.state).toBe("bounced");
+    const sent = await report(verp(id), yahooArf(id, "grumpy@example.com"), "feedbackloop@yahoo.example");
+    expect(sent.response).toMatch(/^250 /);
+    expect((await record(id)).delivery).toEqual({
+      state: "complained",
+      updated_at: expect.any(String),
+      error_code: null,
+    });
+    expect((await receipts(id)).map((event) => [event.state, event.provider_status])).toEqual([
+      ["bounced", "failed"],
+      ["complained", "abuse"],
+    ]);
+    const events = await webhookEvents(id);
+    expect(events.filter((type) => type === "message.bounced" || type === "message.complained")).toEqual([
+      "message.bounced",
+      "message.complained",
+    ]);
+    expect(suppressions.filter((s) => s.messageId === id).map((s) => [s.reason, s.recipient])).toEqual([
+      ["hard_bounce", "grumpy@example.com"],
+      ["complaint", "grumpy@example.com"],
+    ]);
+  });
+
+  it("garbage, a forged report for an unknown message and a report about an SMS are taken (250) and record nothing", async () => {
+    const id = await sentEmail("kept@example.com");
+    const notReports = counted("not_a_report");
+    const garbage = await report(
+      verp(id),
+      "From: someone@example.net\r\nSubject: Out of office\r\n\r\nI am away until Monday.\r\n",
+      "someone@example.net",
+    );
+    expect(garbage.response).toMatch(/^250 /);
+    const broken = [
+      "Content-Type: multipart/report; report-type=delivery-status; boundary=x",
+      "",
+      "--x",
+      "Content-Type: message/delivery-status",
+      "",
+      "Reporting-MTA: dns; forged.example",
+      "",
+      "--x--",
+    ].join("\r\n");
+    expect((await report(verp(id), broken)).response).toMatch(/^250 /);
+    expect(counted("not_a_report")).toBe(notReports + 2);
+    expect((await record(id)).delivery.state).toBe("unknown");
+
+    const unknownBefore = counted("unknown_message");
+    const stranger = randomUUID();
+    const forged = await report(
+      verp(stranger),
+      postfixDsn(stranger, "x@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"),
+    );
+    expect(forged.response).toMatch(/^250 /);
+    expect(counted("unknown_message")).toBe(unknownBefore + 1);
+
+    const sms = await sendSms(h, apiKey, { payload: { to: "+14155550100", body: "hi" } });
+    expect(sms.status).toBe(202);
+    const smsId = ((await sms.json()) as { request_id: string }).request_id;
+    await eventually(
+      async () => ((await record(smsId)).status === "success" ? true : undefined),
+      15_000,
+      "sms success",
+    );
+    const otherBefore = counted("other_provider");
+    await report(
+      verp(smsId),
+      postfixDsn(smsId, "x@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"),
+    );
+    expect(counted("other_provider")).toBe(otherBefore + 1);
+    expect((await record(smsId)).delivery.state).toBe("unknown");
+  });
+
+  it("refuses at RCPT (550) anything but a return path of ours: it never relays", async () => {
+    const id = await sentEmail("ok@example.com");
+    const dsn = postfixDsn(id, "ok@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
+    for (const to of [
+      "postmaster@bounces.notify.test",
+      `bounce+${id}@elsewhere.example`,
+      `other+${id}@${DOMAIN}`,
+      `bounce+not-a-uuid@${DOMAIN}`,
+      "ada@example.com",
+    ]) {
+      await expect(report(to, dsn), to).rejects.toMatchObject({ responseCode: 550 });
+    }
+    expect((await record(id)).delivery.state).toBe("unknown");
+  });
+
+  it("refuses a message over 1 MiB (552) and a fourth connection from one address (421)", async () => {
+    const id = await sentEmail("big@example.com");
+    const huge = postfixDsn(id, "big@example.com", "failed", "5.1.1", "550 5.1.1 User unknown").replace(
+      "This is a MIME-encapsulated message.",
+      "x".repeat(1100 * 1024),
+    );
+    await expect(report(verp(id), huge)).rejects.toMatchObject({ responseCode: 552 });
+    expect((await record(id)).delivery.state).toBe("unknown");
+
+    // Opened one after the other, so the fourth and later are the ones over the limit.
+    const greet = () =>
+      new Promise<{ socket: ReturnType<typeof connect>; line: string }>((resolve, reject) => {
+        const socket = connect(intakePort, "127.0.0.1");
+        socket.once("data", (chunk: Buffer) => resolve({ socket, line: chunk.toString() }));
+        socket.once("error", reject);
+      });
+    const open = async (n: number) => {
+      const greetings = [];
+      for (let i = 0; i < n; i++) greetings.push(await greet());
+      return greetings;
+    };
+    const greetings = await open(6);
+    expect(greetings.map((g) => g.line.slice(0, 4))).toEqual([
+      "220 ",
+      "220 ",
+      "220 ",
+      "421 ",
+      "421 ",
+      "421 ",
+    ]);
+    for (const { socket } of greetings) socket.destroy();
+    // The refused ones are not held against the address: once they are closed, three are served again.
+    await eventually(
+      async () => {
+        const again = await open(3);
+        for (const { socket } of again) socket.destroy();
+        return again.every((g) => g.line.startsWith("220 ")) ? true : undefined;
+      },
+      10_000,
+      "three connections served again",
+    );
+  });
+});
