@@ -2,6 +2,7 @@ import type { SqlClient } from "../db/client.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
+import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
@@ -14,6 +15,14 @@ export interface DeliveryLoad {
   state: MessageState;
   /** The message's organization exists and is active (the pre-send check). */
   organizationActive: boolean;
+  /** The suppression list's entries for its recipients, when it has any (docs/decisions/0039). */
+  suppression?: LoadedSuppression;
+}
+
+/** What the list says of a message's recipients, and which of them (an e-mail's) to leave out. */
+export interface LoadedSuppression extends SuppressionFact {
+  /** Whether this recipient (as the content names it) is one of the suppressed ones. */
+  isSuppressed(recipient: string): boolean;
 }
 
 /**
@@ -26,6 +35,8 @@ export interface DeliveryStore {
   load(messageId: string): Promise<DeliveryLoad>;
   /** `appendEvents`, sharing its statement and commit with the appends of other jobs. */
   append(state: MessageState, events: readonly MessageEvent[]): Promise<MessageState>;
+  /** The vault the loads open contents with (the suppression list seals recipients with it too). */
+  readonly content: ContentVault;
 }
 
 const MAX_BATCH = 100;
@@ -54,18 +65,43 @@ export function createDeliveryStore(
   );
   return {
     load,
+    content,
     append: async (state, events) => (events.length === 0 ? state : append({ state, events })),
   };
 }
 
 /**
  * The events of the messages `$1`, each with its organization's active flag (without the blind
- * indexes: a delivery's appends never write the record's content columns).
+ * indexes: a delivery's appends never write the record's content columns), and on each
+ * `accepted` event the suppression list's entries for its recipients' blind indexes, with how
+ * many recipients it has: the batch's check of the list is this same query (an index look-up
+ * per message, on the list's unique key), no round trip of its own.
  */
-const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active
+const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
+    case when e.seq = 1 and e.recipient_keys is not null then (
+      select json_build_object(
+        'keys', json_agg(s.recipient_key order by s.id),
+        'entries', json_agg(json_build_object(
+          'reason', s.reason,
+          'createdAt', to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        ) order by s.id),
+        'recipients', cardinality(e.recipient_keys))
+      from suppressions s
+      where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+        and s.recipient_key = any(e.recipient_keys)
+      having count(*) > 0)
+    end as suppressed
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
+
+interface SuppressedColumn {
+  keys: string[];
+  entries: SuppressionEntry[];
+  recipients: number;
+}
+
+type LoadRow = EventRow & { organization_active: boolean | null; suppressed: SuppressedColumn | null };
 
 async function loadMany(
   sql: SqlClient,
@@ -75,14 +111,10 @@ async function loadMany(
 ): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
-  const rows = await runStatement<Array<EventRow & { organization_active: boolean | null }>>(
-    sql,
-    LOAD_FOR_DELIVERY,
-    [messageIds],
-  );
+  const rows = await runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [messageIds]);
   // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
   const opener = await openerOrNone(content, rows);
-  const byMessage = new Map<string, { rows: EventRow[]; active: boolean }>();
+  const byMessage = new Map<string, { rows: LoadRow[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
     if (!entry) {
@@ -95,9 +127,41 @@ async function loadMany(
   for (const id of messageIds) {
     const entry = byMessage.get(id);
     const events = entry ? await eventsOf(content, entry.rows, opener, logger) : [];
-    loads.push({ state: fold(events), organizationActive: entry?.active ?? false });
+    const load: DeliveryLoad = { state: fold(events), organizationActive: entry?.active ?? false };
+    const suppressed = entry?.rows[0]?.suppressed;
+    if (suppressed && entry) {
+      const sealed = entry.rows[0]?.content_enc ?? null;
+      load.suppression = suppressionOf(
+        suppressed,
+        sealed,
+        opener ?? (await openerOrNone(content, entry.rows)),
+      );
+    }
+    loads.push(load);
   }
   return loads;
+}
+
+/**
+ * The entries found for a message, as the domain's fact; a recipient of its content is matched by
+ * its blind index under the content's own key (an e-mail's addresses, when some are suppressed).
+ */
+function suppressionOf(
+  column: SuppressedColumn,
+  sealed: Buffer | null,
+  opener: Opener | undefined,
+): LoadedSuppression {
+  const keys = new Set(column.keys);
+  return {
+    entries: column.entries,
+    everyRecipient: keys.size >= column.recipients,
+    // A recipient that cannot be matched (its content's key is not there) counts as suppressed:
+    // never sent to unchecked. Such a content does not open either, so the message is rejected.
+    isSuppressed: (recipient) => {
+      const key = opener?.recipientKeyOf(sealed, recipient);
+      return key === undefined || keys.has(key);
+    },
+  };
 }
 
 /** The opener of these rows' sealed contents; undefined when one of their keys does not unwrap. */
