@@ -77,7 +77,7 @@ export function createDeliveryStore(
  * many recipients it has: the batch's check of the list is this same query (an index look-up
  * per message, on the list's unique key), no round trip of its own.
  */
-const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
+export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
     case when e.seq = 1 and e.recipient_keys is not null then (
       select json_build_object(
         'keys', json_agg(s.recipient_key order by s.id),
