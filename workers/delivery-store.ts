@@ -73,27 +73,33 @@ export function createDeliveryStore(
 /**
  * The events of the messages `$1`, each with its organization's active flag (without the blind
  * indexes: a delivery's appends never write the record's content columns), and on each
- * `accepted` event the suppression list's entries for its recipients' blind indexes, with how
- * many recipients it has: the batch's check of the list is this same query (an index look-up
- * per message, on the list's unique key), no round trip of its own.
+ * `accepted` event whether one of its recipients' blind indexes is on the organization's
+ * suppression list for its channel (an index probe on the list's unique key). The batch's check of
+ * the list is this same statement, no round trip of its own; only a batch with a suppressed
+ * message reads the entries ({@link SUPPRESSION_ENTRIES}). An `exists` rather than the entries
+ * themselves: Postgres plans this statement again at every load (its array parameter), and an
+ * aggregate of the entries there cost about 70 µs of planning per statement, `exists` about 35
+ * (bench/micro/suppression-check.ts).
  */
 export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
-    case when e.seq = 1 and e.recipient_keys is not null then (
-      select json_build_object(
-        'keys', json_agg(s.recipient_key order by s.id),
-        'entries', json_agg(json_build_object(
-          'reason', s.reason,
-          'createdAt', to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-        ) order by s.id),
-        'recipients', cardinality(e.recipient_keys))
-      from suppressions s
+    case when e.seq = 1 and e.recipient_keys is not null then exists (
+      select from suppressions s
       where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
-        and s.recipient_key = any(e.recipient_keys)
-      having count(*) > 0)
+        and s.recipient_key = any(e.recipient_keys))
     end as suppressed
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
+
+/** The suppression entries of the messages `$1` (their `accepted` events' recipients), oldest first. */
+const SUPPRESSION_ENTRIES = `select e.message_id, s.recipient_key, s.reason,
+    to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
+    cardinality(e.recipient_keys) as recipients
+  from message_events e
+  join suppressions s on s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+    and s.recipient_key = any(e.recipient_keys)
+  where e.message_id = any($1::uuid[]) and e.seq = 1
+  order by e.message_id, s.id`;
 
 interface SuppressedColumn {
   keys: string[];
@@ -101,7 +107,35 @@ interface SuppressedColumn {
   recipients: number;
 }
 
-type LoadRow = EventRow & { organization_active: boolean | null; suppressed: SuppressedColumn | null };
+type LoadRow = EventRow & { organization_active: boolean | null; suppressed: boolean | null };
+
+/** The entries of the messages the load flagged, by message. */
+async function suppressionEntries(
+  sql: SqlClient,
+  messageIds: string[],
+): Promise<Map<string, SuppressedColumn>> {
+  const byMessage = new Map<string, SuppressedColumn>();
+  if (messageIds.length === 0) return byMessage;
+  const rows = await runStatement<
+    Array<{
+      message_id: string;
+      recipient_key: string;
+      reason: SuppressionEntry["reason"];
+      created_at: string;
+      recipients: number;
+    }>
+  >(sql, SUPPRESSION_ENTRIES, [messageIds]);
+  for (const row of rows) {
+    let found = byMessage.get(row.message_id);
+    if (!found) {
+      found = { keys: [], entries: [], recipients: row.recipients };
+      byMessage.set(row.message_id, found);
+    }
+    found.keys.push(row.recipient_key);
+    found.entries.push({ reason: row.reason, createdAt: row.created_at });
+  }
+  return byMessage;
+}
 
 async function loadMany(
   sql: SqlClient,
@@ -123,19 +157,17 @@ async function loadMany(
     }
     entry.rows.push(row);
   }
+  const flagged = rows.filter((row) => row.suppressed === true).map((row) => row.message_id);
+  const suppressed = await suppressionEntries(sql, flagged);
   const loads: DeliveryLoad[] = [];
   for (const id of messageIds) {
     const entry = byMessage.get(id);
     const events = entry ? await eventsOf(content, entry.rows, opener, logger) : [];
     const load: DeliveryLoad = { state: fold(events), organizationActive: entry?.active ?? false };
-    const suppressed = entry?.rows[0]?.suppressed;
-    if (suppressed && entry) {
+    const found = suppressed.get(id);
+    if (found && entry) {
       const sealed = entry.rows[0]?.content_enc ?? null;
-      load.suppression = suppressionOf(
-        suppressed,
-        sealed,
-        opener ?? (await openerOrNone(content, entry.rows)),
-      );
+      load.suppression = suppressionOf(found, sealed, opener ?? (await openerOrNone(content, entry.rows)));
     }
     loads.push(load);
   }

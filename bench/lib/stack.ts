@@ -214,7 +214,10 @@ export class Stack {
       select (${ids}::uuid[])[1 + i % ${ids.length}], (array['sms','email','push'])[1 + (i / ${ids.length}) % 3],
         md5(i::text || random()::text), 'manual'
       from generate_series(0, ${count - 1}) as i`;
-    await this.sql`analyze suppressions`;
+    // Vacuumed now rather than by autovacuum during the measurement. No checkpoint: the pages
+    // every scenario writes would then carry full-page images in the WAL (the end-to-end runs that
+    // followed one spent about 25 % more Postgres CPU per message: bench/results/2026-11-25-suppressions-ab.md).
+    await this.sql`vacuum analyze suppressions`;
     this.#options.log(`${count} suppression entries added`);
   }
 

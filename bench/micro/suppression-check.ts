@@ -3,7 +3,7 @@
  * Postgres alone: the delivery store's load statement for batches of 100 messages, with its
  * suppression column and with that column replaced by a null, alternately, against a list of
  * 100,000 entries (and against an empty one). A throw-away database is made and dropped.
- * Usage: `npx tsx bench/micro/suppression-check.ts [entries=100000] [rounds=400]`
+ * Usage: `npx tsx bench/micro/suppression-check.ts [entries=100000] [rounds=400] [batch=100]`
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import postgres from "postgres";
@@ -14,11 +14,11 @@ const ENTRIES = Number(process.argv[2] ?? 100_000);
 const ROUNDS = Number(process.argv[3] ?? 400);
 const ORGANIZATIONS = 100;
 const MESSAGES = 20_000;
-const BATCH = 100;
+const BATCH = Number(process.argv[4] ?? 100);
 
 const WITHOUT = LOAD_FOR_DELIVERY.replace(
   /case when e\.seq = 1[\s\S]*?end as suppressed/,
-  "null::json as suppressed",
+  "null::boolean as suppressed",
 );
 if (WITHOUT === LOAD_FOR_DELIVERY) throw new Error("the load statement's suppression column was not found");
 
@@ -32,7 +32,11 @@ const hex = () => randomBytes(16).toString("hex");
 async function main(): Promise<void> {
   await ensureDatabase(databaseUrl);
   await runMigrations(databaseUrl);
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  const sql = postgres(databaseUrl, {
+    max: 1,
+    onnotice: () => {},
+    ...(process.env.PLAN_CACHE_MODE && { connection: { plan_cache_mode: process.env.PLAN_CACHE_MODE } }),
+  });
   try {
     const organizations = Array.from({ length: ORGANIZATIONS }, () => randomUUID());
     await sql`insert into organizations ${sql(
