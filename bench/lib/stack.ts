@@ -218,6 +218,8 @@ export class Stack {
     // every scenario writes would then carry full-page images in the WAL (the end-to-end runs that
     // followed one spent about 25 % more Postgres CPU per message: bench/results/2026-11-25-suppressions-ab.md).
     await this.sql`vacuum analyze suppressions`;
+    // And a pause, for the background writer to write the new pages out before the measurement.
+    await new Promise((resolve) => setTimeout(resolve, 15_000));
     this.#options.log(`${count} suppression entries added`);
   }
 
