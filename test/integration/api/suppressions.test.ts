@@ -10,6 +10,7 @@ import {
 } from "../../../src/channels/push/providers/simulator.js";
 import type { SmsMessage } from "../../../src/channels/sms/providers/provider.js";
 import { SimulatorSmsProvider } from "../../../src/channels/sms/providers/simulator.js";
+import { suppressRecipient } from "../../../src/store/suppressions.js";
 import {
   createHarness,
   createTemplate,
@@ -410,6 +411,36 @@ describe("the worker's check before every attempt", () => {
   it("an e-mail with no suppressed address names none in its attempt", async () => {
     const history = await finalHistory(await sendEmail([{ email: "plain@mail.example" }]));
     expect(history.find((e) => e.kind === "attempt_started")).not.toHaveProperty("suppressed");
+  });
+});
+
+describe("suppressRecipient: what receipts call, with a message's blind index", () => {
+  it("adds an entry the worker matches; without a sealed recipient the listing shows null", async () => {
+    const to = "+14155550151";
+    const [recipientKey] = await h.deps.store.content.recipientKeys(organizationId, to);
+    expect(recipientKey).toMatch(/^[0-9a-f]{32}$/);
+    const added = await suppressRecipient(h.db, {
+      organizationId,
+      channel: "sms",
+      recipientKey: recipientKey as string,
+      reason: "stop",
+      messageId: null,
+    });
+    expect(added.size).toBe(1);
+    // A second receipt for the same recipient changes nothing.
+    const again = await suppressRecipient(h.db, {
+      organizationId,
+      channel: "sms",
+      recipientKey: recipientKey as string,
+      reason: "hard_bounce",
+      messageId: null,
+    });
+    expect(again.size).toBe(0);
+    const listed = (await list("?reason=stop&limit=1000")).suppressions;
+    expect(listed.some((s) => s.recipient === null && s.channel === "sms")).toBe(true);
+    const history = await finalHistory(await sendTo(to));
+    expect(history.at(-1)).toMatchObject({ reason: "recipient_suppressed", suppression: { reason: "stop" } });
+    expect(smsSent.filter((m) => m.to === to)).toEqual([]);
   });
 });
 
