@@ -26,6 +26,7 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
  *   --profile   (web and worker run with --cpu-prof; see bench/profile-summary.ts)
+ *   --suppressions 100000  (entries on the suppression list before each scenario; default 0)
  * BENCH_APP_DIR=<a built checkout> runs that service instead of this one (a "before" baseline).
  */
 const SCENARIOS = [
@@ -57,6 +58,7 @@ const { values } = parseArgs({
     flood: { type: "string", default: "50000" },
     otp: { type: "string", default: "500" },
     "webhook-rate": { type: "string", default: "200" },
+    suppressions: { type: "string", default: "0" },
     profile: { type: "boolean", default: false },
   },
 });
@@ -90,6 +92,7 @@ const settings: Settings = {
   otpMessages: Number(values.otp),
   otpRatePerS: 50,
   webhookRatePerS: Number(values["webhook-rate"]),
+  suppressions: Number(values.suppressions),
 };
 
 async function serverVersions(): Promise<Record<string, string>> {
@@ -129,6 +132,7 @@ async function main(): Promise<void> {
       otpMessages: settings.otpMessages,
       otpRatePerS: settings.otpRatePerS,
       ...(selected.has("webhooks-hanging") ? { webhookRatePerS: settings.webhookRatePerS } : {}),
+      ...(settings.suppressions ? { suppressions: settings.suppressions } : {}),
     },
     results: {},
     loadAverageAtEnd: [],

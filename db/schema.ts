@@ -26,6 +26,7 @@ import {
 import { PRIORITY_TIERS } from "../src/domain/priority.js";
 import { DELIVERY_STATES } from "../src/domain/receipts.js";
 import { SENDER_KINDS, SENDER_STATUSES } from "../src/domain/senders.js";
+import { SUPPRESSION_REASONS } from "../src/domain/suppression.js";
 
 const timestamptz = <N extends string>(name: N) => timestamp(name, { withTimezone: true, mode: "date" });
 /** xid8: a transaction id, so cross-message readers can avoid skipping late commits. */
@@ -376,4 +377,34 @@ export const webhookAttempts = pgTable(
     gaveUp: boolean("gave_up").notNull().default(false),
   },
   (t) => [index("webhook_attempts_endpoint_idx").on(t.endpointId, t.id)],
+);
+
+/**
+ * Recipients an organization's messages must not reach (docs/decisions/0039): per channel, by the
+ * recipient's blind index under the organization's index key (the one `recipient_keys` of its
+ * messages use, so the worker matches a message without opening anything), with the recipient
+ * sealed beside it for the listing (null once the recipient's content was erased, or when it was
+ * added from a blind index alone).
+ */
+export const suppressions = pgTable(
+  "suppressions",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    organizationId: uuid("organization_id")
+      .notNull()
+      .references(() => organizations.id),
+    channel: text("channel", { enum: CHANNELS }).notNull(),
+    recipientKey: text("recipient_key").notNull(),
+    recipientSealed: bytea("recipient_sealed"),
+    reason: text("reason", { enum: SUPPRESSION_REASONS }).notNull(),
+    /** The message whose outcome or receipt added it; null for a manual entry. */
+    messageId: uuid("message_id"),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("suppressions_recipient_unique").on(t.organizationId, t.channel, t.recipientKey),
+    index("suppressions_organization_idx").on(t.organizationId, t.id),
+    check("suppressions_channel_valid", sql`${t.channel} in (${sqlList(CHANNELS)})`),
+    check("suppressions_reason_valid", sql`${t.reason} in (${sqlList(SUPPRESSION_REASONS)})`),
+  ],
 );

@@ -6,14 +6,16 @@ import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/tem
 import { type Providers, prepareDelivery } from "../src/channels/index.js";
 import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import type { MessageEvent } from "../src/domain/events.js";
+import type { MessageContent, MessageEvent } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
 import { isTerminal, type MessageState } from "../src/domain/state.js";
+import { suppressionReasonOf } from "../src/domain/suppression.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
 import { isContentErased } from "../src/store/content.js";
 import type { DeliveryJobData } from "../src/store/delivery-queue.js";
 import { ConcurrencyError } from "../src/store/events.js";
+import { suppressRecipients } from "../src/store/suppressions.js";
 import type { DatabaseGate } from "./database-gate.js";
 import type { DeliveryStore } from "./delivery-store.js";
 
@@ -115,13 +117,16 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     policy: deps.policy,
     random: deps.random(),
     organizationActive: loaded.organizationActive,
+    ...(loaded.suppression && { suppression: loaded.suppression }),
   } satisfies Command;
   let decision = decide(state, start);
   let prepared: Prepared | undefined;
   if (!("events" in decision) && decision.refused === "preparation_needed") {
     // Asked for only when an attempt would really start: preparing may render a template. The
     // second ask has the same facts (and clock) plus the preparation.
-    prepared = isContentErased(state.message) ? CONTENT_ERASED : await prepareDelivery(deps, state.message);
+    prepared = isContentErased(state.message)
+      ? CONTENT_ERASED
+      : await prepareDelivery({ ...deps, isSuppressed: loaded.suppression?.isSuppressed }, state.message);
     decision = decide(state, { ...start, preparation: prepared });
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
@@ -129,7 +134,7 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   // The domain starts an attempt only with the message prepared; otherwise the message ended.
   if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
 
-  const { attempts } = state;
+  const { attempts, message } = state;
   const outcome = await sendSafely(prepared, attempts);
   if (!outcome.ok) deps.metrics?.providerError(state.message.channel, outcome.provider, outcome.error.class);
   logOutcome(logger, messageId, attempts, outcome);
@@ -142,7 +147,33 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     random: deps.random(),
   });
   logger.debug({ messageId, attempt: attempts, status: state.status }, "delivery attempt recorded");
+  await suppressAfter(deps, message, outcome);
   return state.status === "pending" && state.nextAttemptAt ? Date.parse(state.nextAttemptAt) : undefined;
+}
+
+/**
+ * A provider's refusal that says the recipient will never take a message (a push subscription
+ * gone, an SMS recipient's STOP) puts it on the organization's suppression list
+ * (docs/decisions/0039). The outcome is already recorded: a failure here is logged, not retried
+ * (the provider refuses the next message the same way, which adds it then).
+ */
+async function suppressAfter(
+  deps: DeliverDeps,
+  message: MessageContent,
+  outcome: DeliveryOutcome,
+): Promise<void> {
+  const reason = suppressionReasonOf(message.channel, outcome);
+  if (!reason) return;
+  try {
+    await suppressRecipients(deps.db, deps.store.content, message.organizationId, [
+      { channel: message.channel, recipient: message.recipient, reason, messageId: message.id },
+    ]);
+  } catch (error) {
+    deps.logger.warn(
+      { err: error, messageId: message.id, reason },
+      "could not add the recipient to the suppression list",
+    );
+  }
 }
 
 /** A message whose content was erased before its delivery has nothing left to send. */

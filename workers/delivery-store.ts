@@ -2,6 +2,7 @@ import type { SqlClient } from "../db/client.js";
 import { isDatabaseUnavailable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
+import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
@@ -14,6 +15,14 @@ export interface DeliveryLoad {
   state: MessageState;
   /** The message's organization exists and is active (the pre-send check). */
   organizationActive: boolean;
+  /** The suppression list's entries for its recipients, when it has any (docs/decisions/0039). */
+  suppression?: LoadedSuppression;
+}
+
+/** What the list says of a message's recipients, and which of them (an e-mail's) to leave out. */
+export interface LoadedSuppression extends SuppressionFact {
+  /** Whether this recipient (as the content names it) is one of the suppressed ones. */
+  isSuppressed(recipient: string): boolean;
 }
 
 /**
@@ -26,6 +35,8 @@ export interface DeliveryStore {
   load(messageId: string): Promise<DeliveryLoad>;
   /** `appendEvents`, sharing its statement and commit with the appends of other jobs. */
   append(state: MessageState, events: readonly MessageEvent[]): Promise<MessageState>;
+  /** The vault the loads open contents with (the suppression list seals recipients with it too). */
+  readonly content: ContentVault;
 }
 
 const MAX_BATCH = 100;
@@ -54,18 +65,77 @@ export function createDeliveryStore(
   );
   return {
     load,
+    content,
     append: async (state, events) => (events.length === 0 ? state : append({ state, events })),
   };
 }
 
 /**
  * The events of the messages `$1`, each with its organization's active flag (without the blind
- * indexes: a delivery's appends never write the record's content columns).
+ * indexes: a delivery's appends never write the record's content columns), and on each
+ * `accepted` event whether one of its recipients' blind indexes is on the organization's
+ * suppression list for its channel (an index probe on the list's unique key). The batch's check of
+ * the list is this same statement, no round trip of its own; only a batch with a suppressed
+ * message reads the entries ({@link SUPPRESSION_ENTRIES}). An `exists` rather than the entries
+ * themselves: Postgres plans this statement again at every load (its array parameter), and an
+ * aggregate of the entries there cost about 70 µs of planning per statement, `exists` about 35
+ * (bench/micro/suppression-check.ts).
  */
-const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active
+export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
+    case when e.seq = 1 and e.recipient_keys is not null then exists (
+      select from suppressions s
+      where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+        and s.recipient_key = any(e.recipient_keys))
+    end as suppressed
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
+
+/** The suppression entries of the messages `$1` (their `accepted` events' recipients), oldest first. */
+const SUPPRESSION_ENTRIES = `select e.message_id, s.recipient_key, s.reason,
+    to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
+    cardinality(e.recipient_keys) as recipients
+  from message_events e
+  join suppressions s on s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+    and s.recipient_key = any(e.recipient_keys)
+  where e.message_id = any($1::uuid[]) and e.seq = 1
+  order by e.message_id, s.id`;
+
+interface SuppressedColumn {
+  keys: string[];
+  entries: SuppressionEntry[];
+  recipients: number;
+}
+
+type LoadRow = EventRow & { organization_active: boolean | null; suppressed: boolean | null };
+
+/** The entries of the messages the load flagged, by message. */
+async function suppressionEntries(
+  sql: SqlClient,
+  messageIds: string[],
+): Promise<Map<string, SuppressedColumn>> {
+  const byMessage = new Map<string, SuppressedColumn>();
+  if (messageIds.length === 0) return byMessage;
+  const rows = await runStatement<
+    Array<{
+      message_id: string;
+      recipient_key: string;
+      reason: SuppressionEntry["reason"];
+      created_at: string;
+      recipients: number;
+    }>
+  >(sql, SUPPRESSION_ENTRIES, [messageIds]);
+  for (const row of rows) {
+    let found = byMessage.get(row.message_id);
+    if (!found) {
+      found = { keys: [], entries: [], recipients: row.recipients };
+      byMessage.set(row.message_id, found);
+    }
+    found.keys.push(row.recipient_key);
+    found.entries.push({ reason: row.reason, createdAt: row.created_at });
+  }
+  return byMessage;
+}
 
 async function loadMany(
   sql: SqlClient,
@@ -75,14 +145,10 @@ async function loadMany(
 ): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
-  const rows = await runStatement<Array<EventRow & { organization_active: boolean | null }>>(
-    sql,
-    LOAD_FOR_DELIVERY,
-    [messageIds],
-  );
+  const rows = await runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [messageIds]);
   // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
   const opener = await openerOrNone(content, rows);
-  const byMessage = new Map<string, { rows: EventRow[]; active: boolean }>();
+  const byMessage = new Map<string, { rows: LoadRow[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
     if (!entry) {
@@ -91,13 +157,43 @@ async function loadMany(
     }
     entry.rows.push(row);
   }
+  const flagged = rows.filter((row) => row.suppressed === true).map((row) => row.message_id);
+  const suppressed = await suppressionEntries(sql, flagged);
   const loads: DeliveryLoad[] = [];
   for (const id of messageIds) {
     const entry = byMessage.get(id);
     const events = entry ? await eventsOf(content, entry.rows, opener, logger) : [];
-    loads.push({ state: fold(events), organizationActive: entry?.active ?? false });
+    const load: DeliveryLoad = { state: fold(events), organizationActive: entry?.active ?? false };
+    const found = suppressed.get(id);
+    if (found && entry) {
+      const sealed = entry.rows[0]?.content_enc ?? null;
+      load.suppression = suppressionOf(found, sealed, opener ?? (await openerOrNone(content, entry.rows)));
+    }
+    loads.push(load);
   }
   return loads;
+}
+
+/**
+ * The entries found for a message, as the domain's fact; a recipient of its content is matched by
+ * its blind index under the content's own key (an e-mail's addresses, when some are suppressed).
+ */
+function suppressionOf(
+  column: SuppressedColumn,
+  sealed: Buffer | null,
+  opener: Opener | undefined,
+): LoadedSuppression {
+  const keys = new Set(column.keys);
+  return {
+    entries: column.entries,
+    everyRecipient: keys.size >= column.recipients,
+    // A recipient that cannot be matched (its content's key is not there) counts as suppressed:
+    // never sent to unchecked. Such a content does not open either, so the message is rejected.
+    isSuppressed: (recipient) => {
+      const key = opener?.recipientKeyOf(sealed, recipient);
+      return key === undefined || keys.has(key);
+    },
+  };
 }
 
 /** The opener of these rows' sealed contents; undefined when one of their keys does not unwrap. */

@@ -33,6 +33,8 @@ export interface StackOptions {
   log: (line: string) => void;
   /** When set, web and worker run with `--cpu-prof` and write their profiles under this folder. */
   profileDir?: string;
+  /** Entries put on the suppression list before each scenario, spread over the organizations (none: 0). */
+  suppressions?: number;
 }
 
 /** A started process of the stack, with its output kept for diagnosis. */
@@ -189,6 +191,36 @@ export class Stack {
     await this.startWeb();
     this.organizations = await this.#onboard(ORGANIZATIONS);
     await this.#approveSender(BENCH_SENDER);
+    await this.#fillSuppressions(this.#options.suppressions ?? 0);
+  }
+
+  /**
+   * Puts `count` entries on the suppression list (docs/decisions/0039), spread evenly over the
+   * organizations and channels, none of them a recipient the scenarios send to (random blind
+   * indexes of the same length): every message's check looks them up and finds nothing, as the
+   * usual message does. A build from before the list (`BENCH_APP_DIR`) has no such table.
+   */
+  async #fillSuppressions(count: number): Promise<void> {
+    if (count <= 0) return;
+    const [table] = await this.sql<Array<{ exists: boolean }>>`
+      select to_regclass('suppressions') is not null as exists`;
+    if (!table?.exists) {
+      this.#options.log(`--suppressions ${count}: this build has no suppression list; none added`);
+      return;
+    }
+    const ids = this.organizations.map((organization) => organization.id);
+    await this.sql`
+      insert into suppressions (organization_id, channel, recipient_key, reason)
+      select (${ids}::uuid[])[1 + i % ${ids.length}], (array['sms','email','push'])[1 + (i / ${ids.length}) % 3],
+        md5(i::text || random()::text), 'manual'
+      from generate_series(0, ${count - 1}) as i`;
+    // Vacuumed now rather than by autovacuum during the measurement. No checkpoint: the pages
+    // every scenario writes would then carry full-page images in the WAL (the end-to-end runs that
+    // followed one spent about 25 % more Postgres CPU per message: bench/results/2026-11-25-suppressions-ab.md).
+    await this.sql`vacuum analyze suppressions`;
+    // And a pause, for the background writer to write the new pages out before the measurement.
+    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    this.#options.log(`${count} suppression entries added`);
   }
 
   /**

@@ -69,6 +69,12 @@ export interface PrepareDeps<M extends ProviderMessage> {
   /** The channel's provider, as configured. */
   provider: Provider<M>;
   now: () => Date;
+  /**
+   * Recipients on the organization's suppression list (docs/decisions/0039): a channel whose
+   * message names several (an e-mail) leaves these out; the domain has already rejected a message
+   * whose every recipient is suppressed.
+   */
+  isSuppressed?: (recipient: string) => boolean;
 }
 
 /**

@@ -48,12 +48,18 @@ export async function createProviders(config: Config, options: ProviderOptions =
  * when the database does, or when the template sandbox cannot start its thread (both worth retrying).
  */
 export function prepareDelivery(
-  deps: { db: Database; providers: Providers; now: () => Date },
+  deps: {
+    db: Database;
+    providers: Providers;
+    now: () => Date;
+    isSuppressed?: (recipient: string) => boolean;
+  },
   message: MessageContent,
 ): Promise<Prepared> | Prepared {
   return channelNamed(message.channel).prepare(message, {
     db: deps.db,
     provider: deps.providers[message.channel],
     now: deps.now,
+    ...(deps.isSuppressed && { isSuppressed: deps.isSuppressed }),
   });
 }

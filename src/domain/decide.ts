@@ -4,6 +4,7 @@ import type { FailedReason, MessageContent, MessageEvent, RejectedReason, Status
 import type { Receipt } from "./receipts.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";
 import { evolve, isTerminal, type MessageState } from "./state.js";
+import type { SuppressionEntry, SuppressionFact } from "./suppression.js";
 
 /**
  * The rules that decide which events a command produces in a state. Pure: no I/O, no clock, no
@@ -27,6 +28,12 @@ export type Command =
        * rejected for it; one already being delivered goes on with its retries.
        */
       organizationActive: boolean;
+      /**
+       * The suppression list's entries for the message's recipients, when it has any: all of them
+       * suppressed rejects the message (`recipient_suppressed`); some (an e-mail's) are left out of
+       * the attempt, which says so.
+       */
+      suppression?: SuppressionFact;
       /**
        * The channel's preparation of the message for this attempt. Preparing is I/O (a template
        * render), so the first ask goes without it and is answered `preparation_needed` only when
@@ -105,6 +112,11 @@ function startAttempt(state: MessageState, command: StartAttempt): Decision {
     return { refused: "illegal", reason: `cannot start an attempt on a ${state.status} message` };
   if (state.status === "accepted" && !command.organizationActive)
     return rejectBeforeSend(state, "organization_inactive", undefined, command.now);
+  const { suppression } = command;
+  const [first] = suppression?.entries ?? [];
+  if (first && suppression?.everyRecipient) {
+    return rejectBeforeSend(state, "recipient_suppressed", suppressedError(first), command.now, first);
+  }
   const next = nextAttempt(state, command);
   if (!("events" in next) || !startsAnAttempt(next.events)) return next;
   const { preparation } = command;
@@ -112,7 +124,27 @@ function startAttempt(state: MessageState, command: StartAttempt): Decision {
   // Rejected from the state as it was: the attempt that could not start is not counted, nor is
   // an interrupted one it would have followed.
   if (!preparation.ready) return rejectBeforeSend(state, preparation.reason, preparation.error, command.now);
-  return next;
+  return first ? withSuppressed(next.events, suppression?.entries ?? []) : next;
+}
+
+/** The error a suppressed recipient's rejection records: which entry, never the recipient. */
+function suppressedError(entry: SuppressionEntry): DeliveryError {
+  return {
+    class: "rejected",
+    code: "recipient_suppressed",
+    message: `the recipient is on the organization's suppression list (reason ${entry.reason}, since ${entry.createdAt})`,
+  };
+}
+
+/** The attempt's start names the entries whose recipients it leaves out. */
+function withSuppressed(events: MessageEvent[], entries: readonly SuppressionEntry[]): Decision {
+  return {
+    events: events.map((event) =>
+      event.type === "pending" && event.data.kind === "attempt_started"
+        ? { ...event, data: { ...event.data, suppressed: [...entries] } }
+        : event,
+    ),
+  };
 }
 
 /** Whether events end with an attempt in flight (rather than ending the message). */
@@ -126,6 +158,7 @@ function rejectBeforeSend(
   reason: RejectedReason,
   error: DeliveryError | undefined,
   now: Date,
+  suppression?: SuppressionEntry,
 ): Decision {
   return {
     events: [
@@ -133,7 +166,12 @@ function rejectBeforeSend(
         type: "rejected",
         retryCount: state.retryCount,
         occurredAt: now.toISOString(),
-        data: { reason, attempt: state.attempts, ...(error && { error }) },
+        data: {
+          reason,
+          attempt: state.attempts,
+          ...(error && { error }),
+          ...(suppression && { suppression }),
+        },
       },
     ],
   };

@@ -1,6 +1,7 @@
 import type { DeliveryError } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 import type { ReceiptData } from "./receipts.js";
+import type { SuppressionEntry } from "./suppression.js";
 
 /**
  * What a message's life is made of: its channels and statuses, the transition table, the content
@@ -80,6 +81,7 @@ export const REJECTED_REASONS = [
   "template_not_found",
   "template_render_failed",
   "content_erased",
+  "recipient_suppressed",
 ] as const;
 export type RejectedReason = (typeof REJECTED_REASONS)[number];
 
@@ -90,7 +92,12 @@ export type MessageEvent =
       retryCount: number;
       occurredAt: string;
       data:
-        | { kind: "attempt_started"; attempt: number }
+        | {
+            kind: "attempt_started";
+            attempt: number;
+            /** The e-mail's recipients left out of this attempt, being on the suppression list. */
+            suppressed?: SuppressionEntry[];
+          }
         | { kind: "retry_scheduled"; attempt: number; error: DeliveryError; retryAt: string };
     }
   | {
@@ -109,7 +116,13 @@ export type MessageEvent =
       type: "rejected";
       retryCount: number;
       occurredAt: string;
-      data: { reason: RejectedReason; attempt: number; error?: DeliveryError };
+      data: {
+        reason: RejectedReason;
+        attempt: number;
+        error?: DeliveryError;
+        /** `recipient_suppressed`: the suppression list's entry (the first, for an e-mail). */
+        suppression?: SuppressionEntry;
+      };
     }
   | {
       type: "receipt";

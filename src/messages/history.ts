@@ -3,6 +3,7 @@ import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.
 import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/events.js";
 import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
 import { RECEIPT_STATES } from "../domain/receipts.js";
+import { SUPPRESSION_REASONS, type SuppressionEntry } from "../domain/suppression.js";
 import type { MessageStore } from "../store/message-store.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
@@ -30,6 +31,16 @@ const providerErrorSchema = z
   })
   .meta({ id: "ProviderError", description: "What the provider answered to one attempt" });
 
+const suppressionEntry = z
+  .object({
+    reason: z.enum(SUPPRESSION_REASONS),
+    created_at: timestamp.meta({ description: "When the recipient was put on the list" }),
+  })
+  .meta({
+    id: "SuppressionEntryRef",
+    description: "The suppression list's entry that kept a recipient out (never the recipient itself)",
+  });
+
 /** One entry of a message's history, for the OpenAPI document; {@link toHistoryEntry} is typed by it. */
 export const historyEntry = z
   .union([
@@ -46,6 +57,9 @@ export const historyEntry = z
       type: z.literal("pending"),
       kind: z.literal("attempt_started").meta({ description: "A worker is about to call the provider" }),
       attempt,
+      suppressed: z.array(suppressionEntry).optional().meta({
+        description: "Only when some of an e-mail's recipients were left out, being on the suppression list",
+      }),
     }),
     z.object({
       ...common,
@@ -76,6 +90,9 @@ export const historyEntry = z
       reason: z.enum(REJECTED_REASONS),
       error: providerErrorSchema.nullable().meta({
         description: "Why: the provider's refusal, or (template_*) what was wrong with the e-mail's template",
+      }),
+      suppression: suppressionEntry.optional().meta({
+        description: "Only for `recipient_suppressed`: the entry of the suppression list",
       }),
     }),
     z.object({
@@ -116,7 +133,13 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
     case "pending": {
       const { data } = event;
       if (data.kind === "attempt_started")
-        return { ...common, type: "pending", kind: "attempt_started", attempt: data.attempt };
+        return {
+          ...common,
+          type: "pending",
+          kind: "attempt_started",
+          attempt: data.attempt,
+          ...(data.suppressed && { suppressed: data.suppressed.map(suppressionRef) }),
+        };
       return {
         ...common,
         type: "pending",
@@ -135,8 +158,15 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
       return { ...common, type: "failed", attempt, reason, error: error ? providerError(error) : null };
     }
     case "rejected": {
-      const { reason, attempt, error } = event.data;
-      return { ...common, type: "rejected", attempt, reason, error: error ? providerError(error) : null };
+      const { reason, attempt, error, suppression } = event.data;
+      return {
+        ...common,
+        type: "rejected",
+        attempt,
+        reason,
+        error: error ? providerError(error) : null,
+        ...(suppression && { suppression: suppressionRef(suppression) }),
+      };
     }
     case "receipt": {
       const { state, errorCode, provider, providerStatus, providerMessageId } = event.data;
@@ -155,6 +185,10 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
       throw new Error(`unknown event ${JSON.stringify(never)}`);
     }
   }
+}
+
+function suppressionRef(entry: SuppressionEntry) {
+  return { reason: entry.reason, created_at: entry.createdAt };
 }
 
 /** `retryAfterMs` stays out: the event's `retry_at` already shows its effect. */

@@ -211,6 +211,32 @@ export class ContentVault {
     };
   }
 
+  /**
+   * A recipient outside any message (a suppression list's entry, docs/decisions/0039): its blind
+   * index under the organization's current key, as messages' `recipient_keys` have it, and the
+   * recipient sealed under the same key, bound to the organization and to `binding` (so it opens
+   * only where it was stored: {@link Opener.open} with the same binding).
+   */
+  async sealRecipient(
+    organizationId: string,
+    recipient: string,
+    binding: (recipientKey: string) => string,
+  ): Promise<{ recipientKey: string; sealed: Buffer }> {
+    const key = await this.keys.current(organizationId);
+    const normalised = normaliseRecipient(recipient);
+    const recipientKey = blindIndex(key.indexKey, normalised);
+    const header = this.#headerOf(key.id);
+    const plaintext = Buffer.from(JSON.stringify({ recipient: normalised }));
+    const sealed = seal(key.key, plaintext, aad(header, organizationId, binding(recipientKey)), header);
+    return { recipientKey, sealed };
+  }
+
+  /** The blind indexes of a recipient under each live key of the organization (none before its first key). */
+  async recipientKeys(organizationId: string, recipient: string): Promise<string[]> {
+    const keys = await this.keys.liveKeys(organizationId);
+    return keys.map((key) => blindIndex(key.indexKey, normaliseRecipient(recipient)));
+  }
+
   /** Loads the keys these sealed contents need: the {@link Opener} then opens them without waiting. */
   opener(sealed: Iterable<Buffer | null | undefined>): Promise<Opener> | Opener {
     const keys = new Map<string, DataKey | null>();
@@ -257,6 +283,16 @@ export class Opener {
     const header = sealed.subarray(0, HEADER_BYTES);
     const plaintext = open(key.key, sealed, aad(header, organizationId, messageId), HEADER_BYTES);
     return JSON.parse(plaintext.toString("utf8")) as Record<string, unknown>;
+  }
+
+  /**
+   * The blind index of a recipient under the key this content is sealed with (the key its
+   * `recipient_keys` are made with); undefined when that key is not there.
+   */
+  recipientKeyOf(sealed: Buffer | null, recipient: string): string | undefined {
+    const keyId = sealed ? keyIdOf(sealed) : undefined;
+    const key = keyId ? this.keys.get(keyId) : undefined;
+    return key ? blindIndex(key.indexKey, normaliseRecipient(recipient)) : undefined;
   }
 }
 

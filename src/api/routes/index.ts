@@ -12,6 +12,9 @@ import { listSenders } from "./senders/list.js";
 import { registerDomain } from "./senders/register-domain.js";
 import { registerSmsSender } from "./senders/register-sms.js";
 import { verifySenderDomain } from "./senders/verify-domain.js";
+import { createSuppressions } from "./suppressions/create.js";
+import { deleteSuppression } from "./suppressions/delete.js";
+import { listSuppressions } from "./suppressions/list.js";
 import { createTemplate } from "./templates/create.js";
 import { deleteTemplate } from "./templates/delete.js";
 import { getTemplate } from "./templates/get.js";
@@ -58,6 +61,9 @@ export const routes: readonly Route[] = [
   testWebhookEndpoint,
   recoverWebhookEndpoint,
   listWebhookAttempts,
+  listSuppressions,
+  createSuppressions,
+  deleteSuppression,
 ];
 
 /** The OpenAPI document's `info`. */

@@ -20,9 +20,24 @@ export const EMAIL_RENDER_MAX_WAIT_MS = 1000;
  */
 export async function prepareEmail(
   message: MessageOf<"email">,
-  { db, provider, now }: PrepareDeps<EmailMessage>,
+  { db, provider, now, isSuppressed }: PrepareDeps<EmailMessage>,
 ): Promise<Prepared> {
   const fields = message.email;
+  // The suppressed addresses are left out of every envelope (the attempt's event names their
+  // entries); none left, nothing is sent. The domain rejects the message before this when its
+  // list covers every address, so this is the safety net for one it could not match.
+  const to = isSuppressed ? fields.message.to.filter((r) => !isSuppressed(r.email)) : fields.message.to;
+  if (to.length === 0) {
+    return {
+      ready: false,
+      reason: "recipient_suppressed",
+      error: {
+        class: "rejected",
+        code: "recipient_suppressed",
+        message: "every recipient is on the organization's suppression list",
+      },
+    };
+  }
   // Rendered at each attempt from the template as it is now: an edit reaches unsent messages.
   const template = await findTemplate(db, message.organizationId, fields.template_name);
   if (!template) {
@@ -67,7 +82,7 @@ export async function prepareEmail(
   } finally {
     clearTimeout(expiry);
   }
-  const { from_email, from_name, to } = fields.message;
+  const { from_email, from_name } = fields.message;
   const recipients = (type: "to" | "cc" | "bcc"): EmailAddress[] =>
     to.filter((r) => r.type === type).map((r) => ({ email: r.email, ...(r.name && { name: r.name }) }));
   return readyFor(provider, (attempt) => ({

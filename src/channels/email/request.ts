@@ -12,7 +12,7 @@ import {
   templateName,
 } from "./templates/schemas.js";
 
-const address = z
+export const emailAddress = z
   .email({ error: "must be an e-mail address" })
   .max(254, "must be at most 254 characters")
   .meta({ example: "ada@example.com" });
@@ -24,14 +24,14 @@ export const emailPayload = z.strictObject(
     template_content: templateContent,
     message: z.strictObject(
       {
-        from_email: address,
+        from_email: emailAddress,
         // Absent is null in the record, like every field of it without a value.
         from_name: headerText(100).nullable().default(null),
         subject: emailSubject,
         to: z
           .array(
             z.strictObject({
-              email: address,
+              email: emailAddress,
               name: headerText(100).nullable().default(null),
               type: z
                 .enum(EMAIL_RECIPIENT_TYPES, { error: "must be one of: to, cc, bcc" })

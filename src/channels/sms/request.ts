@@ -10,7 +10,7 @@ import { payloadObjectError } from "../request.js";
  * Digits without the + are refused rather than guessed at: a national number read as
  * international is often another country's valid number (a US 646 555 0100 read as +64… is in New Zealand).
  */
-const phoneNumber = z
+export const phoneNumber = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
     const trimmed = value.trim();

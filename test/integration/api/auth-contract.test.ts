@@ -19,7 +19,7 @@ afterAll(() => h.close());
 const apiKeyRoutes = routes.filter((route) => route.auth === "api-key");
 
 /** How many routes sit behind `x-api-key` today; a route that stops being one must be seen. */
-const KNOWN_API_KEY_ROUTES = 28;
+const KNOWN_API_KEY_ROUTES = 31;
 
 const UNKNOWN_KEY = `ntf_${"A".repeat(43)}`;
 const TEMPLATE_NAME = "contract";
@@ -59,6 +59,8 @@ beforeAll(async () => {
     product_id: org.productId,
     organization_id: org.id,
     id: sender.id,
+    channel: "sms",
+    recipient: "+14155550100",
   };
 });
 

@@ -16,6 +16,7 @@ import type {
 } from "../../../src/domain/events.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
 import { fold, type MessageState } from "../../../src/domain/state.js";
+import type { SuppressionFact } from "../../../src/domain/suppression.js";
 
 /**
  * The domain tests' fixed clock, message, outcomes, events and commands, and the given / when /
@@ -172,6 +173,7 @@ export interface Knobs {
 export interface Facts {
   organizationActive: boolean;
   preparation?: Preparation;
+  suppression?: SuppressionFact;
 }
 
 /** An active organization's message, made ready by its channel: nothing stops the attempt. */
