@@ -4,7 +4,7 @@ import type { SqlClient as Sql } from "../../db/client.js";
 import { parseReport, verdictOf } from "../channels/email/bounces/reports.js";
 import { messageIdOfReturnPath, type ReturnPathSettings } from "../channels/email/bounces/verp.js";
 import { fold } from "../domain/state.js";
-import { type ReceiptOutcome, recordReceipt } from "../messages/receipts.js";
+import { type ReceiptOutcome, type ReceiptStore, recordReceipt } from "../messages/receipts.js";
 import type { Logger } from "../runtime/logger.js";
 import { appendEvents, loadEvents } from "../store/events.js";
 
@@ -48,6 +48,11 @@ export interface BounceIntakeOptions {
   socketTimeoutMs?: number;
   /** Replaces {@link onBounceOrComplaint} (tests: what it is called with). */
   onBounceOrComplaint?: typeof onBounceOrComplaint;
+  /**
+   * Adds an entry to the suppression list (`suppressRecipient`): a hard bounce or a complaint
+   * suppresses the message's recipient (`recordReceipt`, docs/decisions/0039).
+   */
+  suppressRecipient?: ReceiptStore["suppress"];
 }
 
 export interface BounceIntake {
@@ -58,12 +63,11 @@ export interface BounceIntake {
 }
 
 /**
- * SUPPRESSION (issue 17): the one place a hard bounce (a `5.x.x` failure) or a complaint of a
- * recorded e-mail reaches the suppression list. `recipient` is the report's `Final-Recipient`
- * (DSN) or `Original-Rcpt-To` (ARF; null when the report does not say). Called for `recorded`
- * and `duplicate` receipts alike: a second recipient of the same message bouncing is a
- * `duplicate` for the delivery state but a new entry for the list.
- * TODO(lead, i17supp): suppressRecipient(sql, { channel: "email", recipient, reason, messageId, … }).
+ * Told of each hard bounce (a `5.x.x` failure) or complaint of a recorded e-mail, with the
+ * recipient the report names (`Final-Recipient` of a DSN, `Original-Rcpt-To` of an abuse report;
+ * null when it does not say), for `recorded` and `duplicate` receipts alike. A hook for tests and
+ * logs: the suppression list's entry itself is added by `recordReceipt`, from the message's own
+ * recipient (docs/decisions/0039), so a report cannot name another address to suppress.
  */
 export async function onBounceOrComplaint(_sql: Sql, _entry: SuppressionCandidate): Promise<void> {}
 
@@ -92,6 +96,7 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
       return { state: fold(events.map((stored) => stored.event)), events };
     },
     append: appendEvents.bind(null, sql),
+    suppress: options.suppressRecipient,
   };
 
   async function handle(raw: Buffer, messageIds: string[]): Promise<void> {

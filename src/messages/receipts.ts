@@ -1,8 +1,13 @@
+import { TWILIO_OPTED_OUT_ERROR_CODE } from "../channels/sms/receipts/twilio.js";
 import { decide } from "../domain/decide.js";
 import type { Channel } from "../domain/events.js";
 import type { Receipt } from "../domain/receipts.js";
+import type { MessageState } from "../domain/state.js";
+import type { SuppressionReason } from "../domain/suppression.js";
+import { storedContentOf } from "../store/content.js";
 import { ConcurrencyError } from "../store/events.js";
 import type { MessageStore } from "../store/message-store.js";
+import type { NewSuppression } from "../store/suppressions.js";
 
 /**
  * Recording a provider's delivery receipt (docs/decisions/0038): the intake routes of each
@@ -28,6 +33,50 @@ export type ReceiptOutcome =
 /** How many times a receipt is decided again after another writer (the worker) appended first. */
 export const MAX_RECEIPT_CONFLICTS = 5;
 
+/** What recording a receipt needs of the store. */
+export interface ReceiptStore extends Pick<MessageStore, "loadMessage" | "append"> {
+  /**
+   * Adds an entry to the suppression list (`suppressRecipient`, docs/decisions/0039); without it a
+   * receipt suppresses nothing.
+   */
+  suppress?: (entry: NewSuppression) => Promise<unknown>;
+}
+
+/**
+ * The suppression a receipt calls for: a complaint, a hard bounce (a `5.x.x` status: a `4.x.x`
+ * failure is a server that gave up retrying, not an address that does not exist), an SMS the
+ * recipient opted out of (Twilio's 21610). Undefined for the others.
+ */
+export function suppressionReasonOf(receipt: Receipt): SuppressionReason | undefined {
+  if (receipt.state === "complained") return "complaint";
+  if (receipt.state === "bounced" && receipt.errorCode?.startsWith("5.")) return "hard_bounce";
+  if (receipt.state === "undelivered" && receipt.errorCode === TWILIO_OPTED_OUT_ERROR_CODE) return "stop";
+  return undefined;
+}
+
+/**
+ * Puts the message's recipient on the suppression list when its receipt calls for it. The entry
+ * is the message's own recipient, by the blind index its accepted event holds (so a forged
+ * receipt can only ever suppress a recipient of the message it names), and only when the message
+ * has exactly one: which of several a receipt is about cannot be told without opening the
+ * content. Recorded and duplicate receipts alike (a second recipient's receipt is a duplicate).
+ */
+async function suppressFrom(store: ReceiptStore, state: MessageState, receipt: Receipt): Promise<void> {
+  const reason = suppressionReasonOf(receipt);
+  if (!reason || !store.suppress || state.status === "initial") return;
+  const keys = storedContentOf(state.message)?.recipientKeys;
+  const recipientKey = keys?.length === 1 ? keys[0] : undefined;
+  if (recipientKey === undefined) return;
+  await store.suppress({
+    organizationId: state.message.organizationId,
+    channel: state.message.channel,
+    recipientKey,
+    sealedRecipient: null,
+    reason,
+    messageId: state.message.id,
+  });
+}
+
 export interface ReceiptRequest {
   messageId: string;
   /** The channel whose provider sent it. */
@@ -42,10 +91,7 @@ export interface ReceiptRequest {
  * again and the receipt decided again on what is there now, up to {@link MAX_RECEIPT_CONFLICTS}
  * times (then the conflict is thrown: a 500, and the provider sends it again later).
  */
-export async function recordReceipt(
-  store: Pick<MessageStore, "loadMessage" | "append">,
-  request: ReceiptRequest,
-): Promise<ReceiptOutcome> {
+export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
   for (let conflicts = 0; ; conflicts++) {
     const { state, events } = await store.loadMessage(request.messageId);
     if (state.status === "initial") return "unknown_message";
@@ -59,9 +105,13 @@ export async function recordReceipt(
     }
     const decision = decide(state, { type: "record_receipt", receipt: request.receipt, now: request.now });
     if (!("events" in decision)) return "unknown_message";
-    if (decision.events.length === 0) return "duplicate";
+    if (decision.events.length === 0) {
+      await suppressFrom(store, state, request.receipt);
+      return "duplicate";
+    }
     try {
       await store.append(state, decision.events);
+      await suppressFrom(store, state, request.receipt);
       return "recorded";
     } catch (error) {
       if (error instanceof ConcurrencyError && conflicts < MAX_RECEIPT_CONFLICTS) continue;

@@ -310,6 +310,50 @@ describe("Twilio status callbacks", () => {
     });
   });
 
+  it("undelivered because the recipient opted out (21610): the number goes on the suppression list, and the next SMS to it is rejected unsent", async () => {
+    const { id, sms } = await sentSms();
+    expect((await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } })).status).toBe(200);
+    const listed = await h.app.request("/api/v1/suppressions?reason=stop", {
+      headers: { "x-api-key": org.apiKey },
+    });
+    expect(listed.status).toBe(200);
+    const { suppressions } = (await listed.json()) as {
+      suppressions: Array<{ channel: string; recipient: string | null; reason: string; message_id: string }>;
+    };
+    // Entered from the message's own recipient (its blind index): listed without the number.
+    expect(suppressions.filter((entry) => entry.message_id === id)).toEqual([
+      expect.objectContaining({ channel: "sms", recipient: null, reason: "stop", message_id: id }),
+    ]);
+    // A repeated callback adds nothing.
+    expect((await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } })).status).toBe(200);
+    const again = await h.app.request("/api/v1/suppressions?reason=stop", {
+      headers: { "x-api-key": org.apiKey },
+    });
+    const listedAgain = ((await again.json()) as { suppressions: Array<{ message_id: string }> })
+      .suppressions;
+    expect(listedAgain.filter((entry) => entry.message_id === id)).toHaveLength(1);
+
+    const to = sms.fields.To as string;
+    const sentBefore = fake.sent.filter((sent) => sent.fields.To === to).length;
+    const next = await sendSms(h, org.apiKey, { payload: { to, body: "Your code is 654321" } });
+    expect(next.status).toBe(202);
+    const nextId = ((await next.json()) as { request_id: string }).request_id;
+    await eventually(
+      async () => ((await row(nextId))?.status === "rejected" ? true : undefined),
+      15_000,
+      "rejected",
+    );
+    expect(fake.sent.filter((sent) => sent.fields.To === to)).toHaveLength(sentBefore);
+  });
+
+  it("an undelivered receipt for another reason suppresses nothing", async () => {
+    const { id, sms } = await sentSms();
+    expect((await fake.callback(sms, "undelivered", { extra: { ErrorCode: "30003" } })).status).toBe(200);
+    const listed = await h.app.request("/api/v1/suppressions", { headers: { "x-api-key": org.apiKey } });
+    const { suppressions } = (await listed.json()) as { suppressions: Array<{ message_id: string }> };
+    expect(suppressions.filter((entry) => entry.message_id === id)).toEqual([]);
+  });
+
   it("a forged callback (wrong token, another URL, the Host's URL, altered fields, no signature) is a 403 and changes nothing", async () => {
     const { id, sms } = await sentSms();
     const before = await row(id);

@@ -4,13 +4,14 @@ import { and, eq } from "drizzle-orm";
 import nodemailer from "nodemailer";
 import PostalMime from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { webhookDeliveries } from "../../../db/schema.js";
+import { suppressions as suppressionsTable, webhookDeliveries } from "../../../db/schema.js";
 import {
   type BounceIntake,
   createBounceIntake,
   type SuppressionCandidate,
 } from "../../../src/bounces/intake.js";
 import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
+import { suppressRecipient } from "../../../src/store/suppressions.js";
 import {
   createHarness,
   createTemplate,
@@ -42,8 +43,16 @@ let intakePort = 0;
 let apiKey = "";
 let organizationId = "";
 let expectDocumented: ReturnType<typeof responseChecker>;
-/** What the suppression hook was called with (it is a no-op until the suppression list lands). */
+/** What the hook was told of each hard bounce and complaint. */
 const suppressions: SuppressionCandidate[] = [];
+
+/** The suppression list's entries that came from message `id`. */
+async function listEntries(id: string) {
+  return h.db
+    .select({ channel: suppressionsTable.channel, reason: suppressionsTable.reason })
+    .from(suppressionsTable)
+    .where(eq(suppressionsTable.messageId, id));
+}
 
 beforeAll(async () => {
   smtp = await TestSmtpServer.start();
@@ -67,6 +76,7 @@ beforeAll(async () => {
     onBounceOrComplaint: async (_sql, candidate) => {
       suppressions.push(candidate);
     },
+    suppressRecipient: (entry) => suppressRecipient(h.db, entry),
   });
   intakePort = await intake.listen(0, "127.0.0.1");
   const organization = await onboard(h);
@@ -334,6 +344,8 @@ describe("the bounces intake", () => {
       { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
       { messageId: id, recipient: "gone@example.com", reason: "hard_bounce" },
     ]);
+    // The suppression list has the message's recipient once (docs/decisions/0039).
+    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
   });
 
   it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
@@ -371,6 +383,7 @@ describe("the bounces intake", () => {
     expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "4.4.7" });
     // A soft bounce: no suppression.
     expect(suppressions.filter((s) => s.messageId === id)).toEqual([]);
+    expect(await listEntries(id)).toEqual([]);
   });
 
   it("an ARF abuse report makes it `complained`, after a bounce too; `not-spam` is no complaint", async () => {
@@ -405,6 +418,8 @@ describe("the bounces intake", () => {
       ["hard_bounce", "grumpy@example.com"],
       ["complaint", "grumpy@example.com"],
     ]);
+    // One entry per recipient: the first reason stays.
+    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
   });
 
   it("garbage, a forged report for an unknown message and a report about an SMS are taken (250) and record nothing", async () => {
