@@ -1,4 +1,5 @@
 import type { DeliveryOutcome } from "./delivery-outcome.js";
+import type { Receipt } from "./receipts.js";
 
 /**
  * The suppression list (docs/decisions/0039): recipients an organization's messages must not
@@ -50,5 +51,19 @@ export function suppressionReasonOf(
   const { code } = outcome.error;
   if (channel === "push" && code === "subscription_gone") return "subscription_gone";
   if (channel === "sms" && (code === "21610" || code === "opted_out")) return "stop";
+  return undefined;
+}
+
+/**
+ * The entry a delivery receipt adds: a complaint, a hard bounce (a `5.x.x` status: a `4.x.x`
+ * failure is a server that gave up retrying, not an address that does not exist), an SMS the
+ * recipient opted out of (Twilio's 21610). Undefined for any other receipt.
+ */
+export function suppressionReasonOfReceipt(
+  receipt: Pick<Receipt, "state" | "errorCode">,
+): SuppressionReason | undefined {
+  if (receipt.state === "complained") return "complaint";
+  if (receipt.state === "bounced" && receipt.errorCode?.startsWith("5.")) return "hard_bounce";
+  if (receipt.state === "undelivered" && receipt.errorCode === "21610") return "stop";
   return undefined;
 }

@@ -1,9 +1,8 @@
-import { TWILIO_OPTED_OUT_ERROR_CODE } from "../channels/sms/receipts/twilio.js";
 import { decide } from "../domain/decide.js";
 import type { Channel } from "../domain/events.js";
 import type { Receipt } from "../domain/receipts.js";
 import type { MessageState } from "../domain/state.js";
-import type { SuppressionReason } from "../domain/suppression.js";
+import { suppressionReasonOfReceipt } from "../domain/suppression.js";
 import { storedContentOf } from "../store/content.js";
 import { ConcurrencyError } from "../store/events.js";
 import type { MessageStore } from "../store/message-store.js";
@@ -43,18 +42,6 @@ export interface ReceiptStore extends Pick<MessageStore, "loadMessage" | "append
 }
 
 /**
- * The suppression a receipt calls for: a complaint, a hard bounce (a `5.x.x` status: a `4.x.x`
- * failure is a server that gave up retrying, not an address that does not exist), an SMS the
- * recipient opted out of (Twilio's 21610). Undefined for the others.
- */
-export function suppressionReasonOf(receipt: Receipt): SuppressionReason | undefined {
-  if (receipt.state === "complained") return "complaint";
-  if (receipt.state === "bounced" && receipt.errorCode?.startsWith("5.")) return "hard_bounce";
-  if (receipt.state === "undelivered" && receipt.errorCode === TWILIO_OPTED_OUT_ERROR_CODE) return "stop";
-  return undefined;
-}
-
-/**
  * Puts the message's recipient on the suppression list when its receipt calls for it. The entry
  * is the message's own recipient, by the blind index its accepted event holds (so a forged
  * receipt can only ever suppress a recipient of the message it names), and only when the message
@@ -62,7 +49,7 @@ export function suppressionReasonOf(receipt: Receipt): SuppressionReason | undef
  * content. Recorded and duplicate receipts alike (a second recipient's receipt is a duplicate).
  */
 async function suppressFrom(store: ReceiptStore, state: MessageState, receipt: Receipt): Promise<void> {
-  const reason = suppressionReasonOf(receipt);
+  const reason = suppressionReasonOfReceipt(receipt);
   if (!reason || !store.suppress || state.status === "initial") return;
   const keys = storedContentOf(state.message)?.recipientKeys;
   const recipientKey = keys?.length === 1 ? keys[0] : undefined;

@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { type SuppressionFact, suppressionReasonOf } from "../../../src/domain/suppression.js";
+import {
+  type SuppressionFact,
+  suppressionReasonOf,
+  suppressionReasonOfReceipt,
+} from "../../../src/domain/suppression.js";
 import { ACTIVE_AND_READY, cmd, ev, given, historyWithAttemptInFlight, SECOND } from "./given.js";
 
 // The suppression list is a pre-send check (DESIGN §9, docs/decisions/0039): the worker finds
@@ -85,5 +89,20 @@ describe("suppressionReasonOf: the outcomes that put a recipient on the list", (
         error: { class: "transient", code: "21610", message: "m" },
       }),
     ).toBeUndefined();
+  });
+});
+
+describe("suppressionReasonOfReceipt: the receipts that put a recipient on the list", () => {
+  it("a complaint, a 5.x.x bounce and Twilio's 21610 opt-out; nothing else", () => {
+    expect(suppressionReasonOfReceipt({ state: "complained", errorCode: null })).toBe("complaint");
+    expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: "5.1.1" })).toBe("hard_bounce");
+    expect(suppressionReasonOfReceipt({ state: "undelivered", errorCode: "21610" })).toBe("stop");
+    // A server that gave up retrying is no dead address; other undelivered codes are no opt-out.
+    expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: "4.4.7" })).toBeUndefined();
+    expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: null })).toBeUndefined();
+    expect(suppressionReasonOfReceipt({ state: "undelivered", errorCode: "30003" })).toBeUndefined();
+    for (const state of ["sent", "delivered"] as const) {
+      expect(suppressionReasonOfReceipt({ state, errorCode: "21610" })).toBeUndefined();
+    }
   });
 });
