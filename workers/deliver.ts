@@ -224,15 +224,24 @@ async function recordHeld(deps: DeliverDeps, from: MessageState, command: Comman
   for (let held = false; ; held = true) {
     try {
       return await append(deps, state, decision.events);
-    } catch (error) {
+    } catch (caught) {
+      let error = caught;
       if (error instanceof ConcurrencyError && receiptsMet < MAX_CONFLICT_RELOADS) {
         // A provider's receipt may be appended while the outcome waits (it can come before our
         // `success`). With only receipts in between, the attempt is still in flight and the
         // outcome is decided again on top of them; otherwise (a first try that did commit, or
         // another writer) the processor reloads as before, and the ConcurrencyError is thrown.
-        const reloaded = (await deps.store.load(messageIdOf(from))).state;
-        const again = onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
-        if (again && "events" in again) {
+        let reloaded: MessageState | undefined;
+        try {
+          reloaded = (await deps.store.load(messageIdOf(from))).state;
+        } catch (loadError) {
+          // The reload failed (the database): the outcome is held and tried again, as when its
+          // append fails, never handed back (the attempt would be taken as interrupted and sent again).
+          error = loadError;
+        }
+        const again =
+          reloaded && onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
+        if (reloaded && again && "events" in again) {
           receiptsMet++;
           state = reloaded;
           decision = again;

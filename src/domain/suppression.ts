@@ -55,15 +55,30 @@ export function suppressionReasonOf(
 }
 
 /**
- * The entry a delivery receipt adds: a complaint, a hard bounce (a `5.x.x` status: a `4.x.x`
- * failure is a server that gave up retrying, not an address that does not exist), an SMS the
- * recipient opted out of (Twilio's 21610). Undefined for any other receipt.
+ * The enhanced status codes (RFC 3463) that say the address itself is bad: no such mailbox, bad
+ * destination system or address syntax, moved, disabled. Policy and reputation refusals (5.7.x:
+ * a blocklisted sending address, DMARC), a full mailbox (5.2.2), a message too big (5.3.4) or
+ * unroutable (5.4.x) say nothing about the address: they bounce, and suppress nothing.
+ */
+export const ADDRESS_BOUNCE_CODES: ReadonlySet<string> = new Set([
+  "5.1.1",
+  "5.1.2",
+  "5.1.3",
+  "5.1.6",
+  "5.1.10",
+  "5.2.1",
+]);
+
+/**
+ * The entry a delivery receipt adds: a complaint, a hard bounce (one of
+ * {@link ADDRESS_BOUNCE_CODES}), an SMS the recipient opted out of (Twilio's 21610). Undefined for
+ * any other receipt.
  */
 export function suppressionReasonOfReceipt(
   receipt: Pick<Receipt, "state" | "errorCode">,
 ): SuppressionReason | undefined {
   if (receipt.state === "complained") return "complaint";
-  if (receipt.state === "bounced" && receipt.errorCode?.startsWith("5.")) return "hard_bounce";
+  if (receipt.state === "bounced" && ADDRESS_BOUNCE_CODES.has(receipt.errorCode ?? "")) return "hard_bounce";
   if (receipt.state === "undelivered" && receipt.errorCode === "21610") return "stop";
   return undefined;
 }

@@ -46,7 +46,10 @@ export interface ReceiptStore extends Pick<MessageStore, "loadMessage" | "append
  * is the message's own recipient, by the blind index its accepted event holds (so a forged
  * receipt can only ever suppress a recipient of the message it names), and only when the message
  * has exactly one: which of several a receipt is about cannot be told without opening the
- * content. Recorded and duplicate receipts alike (a second recipient's receipt is a duplicate).
+ * content. Only a receipt just recorded: a duplicate never re-adds an entry the organization lifted.
+ * The entry is written after the receipt's event: if it fails, the receipt stays recorded and the
+ * entry is not made (Twilio does not send a status callback again after an error; an SMTP sender
+ * whose report got a 451 does, but its report is then a duplicate).
  */
 async function suppressFrom(store: ReceiptStore, state: MessageState, receipt: Receipt): Promise<void> {
   const reason = suppressionReasonOfReceipt(receipt);
@@ -76,7 +79,7 @@ export interface ReceiptRequest {
  * Records a receipt for the message it names. Appending races the worker's appends (a receipt
  * may come while the attempt's outcome is being recorded): on a conflict the message is read
  * again and the receipt decided again on what is there now, up to {@link MAX_RECEIPT_CONFLICTS}
- * times (then the conflict is thrown: a 500, and the provider sends it again later).
+ * times (then the conflict is thrown: a 500; an SMTP sender retries after the 451 it becomes, Twilio does not).
  */
 export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
   for (let conflicts = 0; ; conflicts++) {
@@ -92,10 +95,8 @@ export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest
     }
     const decision = decide(state, { type: "record_receipt", receipt: request.receipt, now: request.now });
     if (!("events" in decision)) return "unknown_message";
-    if (decision.events.length === 0) {
-      await suppressFrom(store, state, request.receipt);
-      return "duplicate";
-    }
+    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
+    if (decision.events.length === 0) return "duplicate";
     try {
       await store.append(state, decision.events);
       await suppressFrom(store, state, request.receipt);

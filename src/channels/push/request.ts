@@ -18,13 +18,17 @@ const base64url = (bytes: number, what: string) =>
       `must be ${what} (${bytes} bytes, base64url)`,
     );
 
+/** A push subscription's endpoint, as a send takes it (and the suppression list names it). */
+export const pushEndpoint = z
+  .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+  .max(2048, "must be at most 2048 characters");
+
 const subscription = z
   .strictObject(
     {
-      endpoint: z
-        .url({ protocol: /^https?$/, error: "must be an http(s) URL" })
-        .max(2048, "must be at most 2048 characters")
-        .meta({ description: "The push service URL the browser gave (`PushSubscription.endpoint`)" }),
+      endpoint: pushEndpoint.meta({
+        description: "The push service URL the browser gave (`PushSubscription.endpoint`)",
+      }),
       expirationTime: z
         .number({ error: "must be a number or null" })
         .nullable()

@@ -191,8 +191,8 @@ describe("POST /api/v1/suppressions", () => {
       [{ entries: [{ channel: "sms", recipient: "4155550100" }] }, /entries\.0\.recipient: .*international/],
       [{ entries: [{ channel: "email", recipient: "not an address" }] }, /entries\.0\.recipient: .*e-mail/],
       [
-        { entries: [{ channel: "push", recipient: "http://push.example.test/x" }] },
-        /entries\.0\.recipient: .*https/,
+        { entries: [{ channel: "push", recipient: "ftp://push.example.test/x" }] },
+        /entries\.0\.recipient: .*http\(s\)/,
       ],
       [{ entries: [{ channel: "fax", recipient: "+14155550100" }] }, /channel/],
       [{ entries: [] }, /at least one/],

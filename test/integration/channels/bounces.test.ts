@@ -346,6 +346,10 @@ describe("the bounces intake", () => {
     ]);
     // The suppression list has the message's recipient once (docs/decisions/0039).
     expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
+    // Lifted by the organization, it is not re-added by the same report coming again.
+    await h.db.delete(suppressionsTable).where(eq(suppressionsTable.messageId, id));
+    expect((await report(verp(id), dsn)).response).toMatch(/^250 /);
+    expect(await listEntries(id)).toEqual([]);
   });
 
   it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
@@ -418,8 +422,8 @@ describe("the bounces intake", () => {
       ["hard_bounce", "grumpy@example.com"],
       ["complaint", "grumpy@example.com"],
     ]);
-    // One entry per recipient: the first reason stays.
-    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
+    // A 5.7.1 refusal (policy: the relay, not the address) suppresses nothing; the complaint does.
+    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "complaint" }]);
   });
 
   it("garbage, a forged report for an unknown message and a report about an SMS are taken (250) and record nothing", async () => {

@@ -93,9 +93,15 @@ describe("suppressionReasonOf: the outcomes that put a recipient on the list", (
 });
 
 describe("suppressionReasonOfReceipt: the receipts that put a recipient on the list", () => {
-  it("a complaint, a 5.x.x bounce and Twilio's 21610 opt-out; nothing else", () => {
+  it("a complaint, a bounce of a bad address and Twilio's 21610 opt-out; nothing else", () => {
     expect(suppressionReasonOfReceipt({ state: "complained", errorCode: null })).toBe("complaint");
-    expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: "5.1.1" })).toBe("hard_bounce");
+    for (const code of ["5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10", "5.2.1"]) {
+      expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: code })).toBe("hard_bounce");
+    }
+    // A policy or reputation refusal, a full mailbox, a message too big or unroutable: the address is fine.
+    for (const code of ["5.7.1", "5.7.26", "5.2.2", "5.3.4", "5.4.4", "5.0.0"]) {
+      expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: code })).toBeUndefined();
+    }
     expect(suppressionReasonOfReceipt({ state: "undelivered", errorCode: "21610" })).toBe("stop");
     // A server that gave up retrying is no dead address; other undelivered codes are no opt-out.
     expect(suppressionReasonOfReceipt({ state: "bounced", errorCode: "4.4.7" })).toBeUndefined();

@@ -67,7 +67,7 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
       return c.body(null, 200);
     }
     const { receipt } = callback;
-    // Answered 200 whatever came of it: an error would only have Twilio send it again.
+    // Answered 200 whatever came of it: Twilio does not send a status callback again after an error.
     const outcome = UUID.test(messageId)
       ? await recordReceipt(
           { ...deps.store, suppress: (entry) => suppressRecipient(deps.db, entry) },

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { emailAddress } from "../../../channels/email/request.js";
+import { pushEndpoint } from "../../../channels/push/request.js";
 import { phoneNumber } from "../../../channels/sms/request.js";
 import { CHANNELS, type Channel } from "../../../domain/events.js";
 import { SUPPRESSION_REASONS } from "../../../domain/suppression.js";
@@ -9,10 +10,6 @@ import type { ListedSuppression } from "../../../store/suppressions.js";
  * What the suppression routes share (docs/decisions/0039): the entry they answer with and how a
  * recipient is checked and normalised per channel, as the send requests check it.
  */
-
-const pushEndpoint = z
-  .url({ protocol: /^https$/, error: "must be an https URL (a push subscription's endpoint)" })
-  .max(2048, "must be at most 2048 characters");
 
 /** Each channel's recipient, validated as its send request validates it. */
 const RECIPIENTS: Record<Channel, z.ZodType<string, string>> = {
@@ -40,7 +37,7 @@ export const suppressionRecord = z
     channel: z.enum(CHANNELS),
     recipient: z.string().nullable().meta({
       description:
-        "E.164 number, e-mail address or push endpoint, in lower case; null once the recipient's content was erased (the entry still applies)",
+        "E.164 number, e-mail address or push endpoint, in lower case; null once the recipient's content was erased, and for an entry a delivery receipt added (the message names it; the entry applies all the same)",
     }),
     reason: z.enum(SUPPRESSION_REASONS).meta({
       description:
