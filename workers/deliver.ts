@@ -239,8 +239,7 @@ async function recordHeld(deps: DeliverDeps, from: MessageState, command: Comman
           // append fails, never handed back (the attempt would be taken as interrupted and sent again).
           error = loadError;
         }
-        const again =
-          reloaded && onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
+        const again = reloaded && onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
         if (reloaded && again && "events" in again) {
           receiptsMet++;
           state = reloaded;
