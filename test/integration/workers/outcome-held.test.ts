@@ -6,10 +6,11 @@ import { createDatabase } from "../../../db/client.js";
 import type { SmsMessage, SmsProvider } from "../../../src/channels/sms/providers/provider.js";
 import { SimulatorSmsProvider } from "../../../src/channels/sms/providers/simulator.js";
 import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
+import { recordReceipt } from "../../../src/messages/receipts.js";
 import type { DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { DatabaseGate } from "../../../workers/database-gate.js";
 import { createDeliveryProcessor } from "../../../workers/deliver.js";
-import { createDeliveryStore } from "../../../workers/delivery-store.js";
+import { createDeliveryStore, type DeliveryStore } from "../../../workers/delivery-store.js";
 import { testContentVault } from "../../support/content-keys.js";
 import {
   createHarness,
@@ -89,12 +90,15 @@ class ProviderThat implements SmsProvider {
   }
 }
 
-function processorWith(provider: SmsProvider) {
+function processorWith(
+  provider: SmsProvider,
+  wrap: (store: DeliveryStore) => DeliveryStore = (store) => store,
+) {
   const { logger, saw } = capturingLogger();
   const gate = new DatabaseGate({ probe: () => worker.sql`select 1`, probeIntervalMs: 50, logger });
   const deliver = createDeliveryProcessor({
     db: worker.db,
-    store: createDeliveryStore(worker.sql, testContentVault(worker.sql)),
+    store: wrap(createDeliveryStore(worker.sql, testContentVault(worker.sql))),
     providers: simulatorProviders({ sms: provider }),
     policy: { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 600_000 },
     logger,
@@ -166,6 +170,49 @@ describe("given the provider has answered and recording its outcome fails", () =
 
     expect(provider.calls).toBe(1);
     expect(shapeOf(await eventsOf(h.db, id))).toEqual(["accepted", "pending:attempt_started", "success"]);
+  });
+
+  it("when a receipt came during the attempt and reading the message again then fails, then the outcome is held and recorded on top of the receipt, not sent again", async () => {
+    const id = await accept();
+    let failNextLoad = false;
+    const provider = new ProviderThat(async () => {
+      // The carrier's receipt beats the provider's answer: the outcome's append will conflict.
+      const outcome = await recordReceipt(h.deps.store, {
+        messageId: id,
+        channel: "sms",
+        receipt: {
+          state: "sent",
+          errorCode: null,
+          provider: "recording",
+          providerStatus: "sent",
+          providerMessageId: null,
+        },
+        now: new Date(),
+      });
+      expect(outcome).toBe("recorded");
+      failNextLoad = true;
+    });
+    const { run } = processorWith(provider, (store) => ({
+      ...store,
+      load: async (messageId) => {
+        if (failNextLoad) {
+          failNextLoad = false;
+          // What a statement cancelled by statement_timeout looks like.
+          throw Object.assign(new Error("canceling statement due to statement timeout"), { code: "57014" });
+        }
+        return store.load(messageId);
+      },
+    }));
+
+    await run(id);
+
+    expect(failNextLoad).toBe(false);
+    expect(provider.calls).toBe(1);
+    const shape = shapeOf(await eventsOf(h.db, id));
+    expect(shape[0]).toBe("accepted");
+    expect(shape.at(-1)).toBe("success");
+    expect(shape.filter((event) => event.startsWith("pending:attempt_started"))).toHaveLength(1);
+    expect(shape.some((event) => event.startsWith("receipt"))).toBe(true);
   });
 
   it("when Postgres refuses it with an error the database gate does not count as an outage (40001), then it is held and recorded later, not sent again", async () => {
