@@ -45,69 +45,10 @@ export async function purgeWebhookRows(
   // Passed as ISO strings: drizzle's driver leaves dates to the caller (the client's serializer is off).
   const cutoff = new Date(options.now.getTime() - options.attemptRetentionMs);
 
-  // The endpoints of pending deliveries, by a loose index scan of webhook_deliveries_due_idx (one
-  // probe per endpoint), that no longer exist or are disabled.
-  const deadForDeliveries = await sql<Array<{ endpoint_id: string }>>`
-    with recursive ids as (
-      (select endpoint_id from webhook_deliveries order by endpoint_id limit 1)
-      union all
-      select n.endpoint_id from ids
-      cross join lateral (
-        select d.endpoint_id from webhook_deliveries d where d.endpoint_id > ids.endpoint_id
-        order by d.endpoint_id limit 1) n
-    )
-    select ids.endpoint_id from ids
-    where not exists (select 1 from webhook_endpoints w where w.id = ids.endpoint_id and w.enabled)
-    limit ${ENDPOINTS_PER_CALL}`;
-  const deliveries = await inChunks(
-    batchSize,
-    maxBatches,
-    () => {
-      const ids = deadForDeliveries.map((row) => row.endpoint_id);
-      // Checked again in the statement: an endpoint re-enabled since keeps what it got since.
-      return sql`
-      delete from webhook_deliveries
-      where ctid = any(array(
-        select d.ctid from webhook_deliveries d
-        where d.endpoint_id = any(${ids}::uuid[])
-          and not exists (select 1 from webhook_endpoints w where w.id = d.endpoint_id and w.enabled)
-        limit ${batchSize}
-        for update skip locked
-      ))`;
-    },
-    deadForDeliveries.length > 0,
-  );
-
-  // The endpoints of attempts (webhook_attempts_endpoint_idx) that no longer exist.
-  const deletedForAttempts = await sql<Array<{ endpoint_id: string }>>`
-    with recursive ids as (
-      (select endpoint_id from webhook_attempts order by endpoint_id limit 1)
-      union all
-      select n.endpoint_id from ids
-      cross join lateral (
-        select a.endpoint_id from webhook_attempts a where a.endpoint_id > ids.endpoint_id
-        order by a.endpoint_id limit 1) n
-    )
-    select ids.endpoint_id from ids
-    where not exists (select 1 from webhook_endpoints w where w.id = ids.endpoint_id)
-    limit ${ENDPOINTS_PER_CALL}`;
-  const attempts = await inChunks(
-    batchSize,
-    maxBatches,
-    () => {
-      const ids = deletedForAttempts.map((row) => row.endpoint_id);
-      return sql`
-      delete from webhook_attempts
-      where ctid = any(array(
-        select a.ctid from webhook_attempts a
-        where a.endpoint_id = any(${ids}::uuid[])
-          and not exists (select 1 from webhook_endpoints w where w.id = a.endpoint_id)
-        limit ${batchSize}
-        for update skip locked
-      ))`;
-    },
-    deletedForAttempts.length > 0,
-  );
+  // Deliveries whose endpoint is gone or disabled (an endpoint re-enabled since keeps what it got
+  // since: the statement checks again), and attempts whose endpoint is gone.
+  const deliveries = await purgeOrphans(sql, "webhook_deliveries", "gone or disabled", batchSize, maxBatches);
+  const attempts = await purgeOrphans(sql, "webhook_attempts", "gone", batchSize, maxBatches);
 
   // Attempts past the retention, through the primary key (their ids are UUIDv7s, in time order).
   const expiredAttempts = await inChunks(
@@ -123,6 +64,49 @@ export async function purgeWebhookRows(
     ))`,
   );
   return { deliveries, attempts, expiredAttempts };
+}
+
+/**
+ * Deletes the rows of `table` whose endpoint is `gone` (deleted) or `gone or disabled`: finds those
+ * endpoints by a loose index scan of the table's `(endpoint_id, …)` index (one probe per endpoint,
+ * {@link ENDPOINTS_PER_CALL} at most), then deletes their rows a chunk at a time, checking the
+ * endpoint again in each statement.
+ */
+async function purgeOrphans(
+  sql: postgres.Sql,
+  table: "webhook_deliveries" | "webhook_attempts",
+  endpoint: "gone" | "gone or disabled",
+  batchSize: number,
+  maxBatches: number,
+): Promise<number> {
+  const live = endpoint === "gone" ? sql`` : sql`and w.enabled`;
+  const orphaned = await sql<Array<{ endpoint_id: string }>>`
+    with recursive ids as (
+      (select endpoint_id from ${sql(table)} order by endpoint_id limit 1)
+      union all
+      select n.endpoint_id from ids
+      cross join lateral (
+        select r.endpoint_id from ${sql(table)} r where r.endpoint_id > ids.endpoint_id
+        order by r.endpoint_id limit 1) n
+    )
+    select ids.endpoint_id from ids
+    where not exists (select 1 from webhook_endpoints w where w.id = ids.endpoint_id ${live})
+    limit ${ENDPOINTS_PER_CALL}`;
+  const ids = orphaned.map((row) => row.endpoint_id);
+  return inChunks(
+    batchSize,
+    maxBatches,
+    () => sql`
+      delete from ${sql(table)}
+      where ctid = any(array(
+        select r.ctid from ${sql(table)} r
+        where r.endpoint_id = any(${ids}::uuid[])
+          and not exists (select 1 from webhook_endpoints w where w.id = r.endpoint_id ${live})
+        limit ${batchSize}
+        for update skip locked
+      ))`,
+    ids.length > 0,
+  );
 }
 
 /** Runs `statement` until it deletes fewer than a chunk, at most `maxBatches` times; the rows deleted. */
