@@ -46,8 +46,14 @@ export interface BounceIntakeOptions {
   now?: () => Date;
   /** Idle time before a connection is closed (smtp-server's default is 60 s). */
   socketTimeoutMs?: number;
-  /** Replaces {@link onBounceOrComplaint} (tests: what it is called with). */
-  onBounceOrComplaint?: typeof onBounceOrComplaint;
+  /**
+   * Told of each permanent (`5.x.x`) failure or complaint of a recorded e-mail, with the recipient
+   * the report names (`Final-Recipient` of a DSN, `Original-Rcpt-To` of an abuse report; null when
+   * it does not say), for `recorded` and `duplicate` receipts alike (tests). The suppression list's
+   * entry itself is added by `recordReceipt`, from the message's own recipient
+   * (docs/decisions/0039), so a report cannot name another address to suppress.
+   */
+  onBounceOrComplaint?: (sql: Sql, entry: SuppressionCandidate) => Promise<void>;
   /**
    * Adds an entry to the suppression list (`suppressRecipient`): a hard bounce or a complaint
    * suppresses the message's recipient (`recordReceipt`, docs/decisions/0039).
@@ -61,15 +67,6 @@ export interface BounceIntake {
   listen(port: number, host: string): Promise<number>;
   close(): Promise<void>;
 }
-
-/**
- * Told of each hard bounce (a `5.x.x` failure) or complaint of a recorded e-mail, with the
- * recipient the report names (`Final-Recipient` of a DSN, `Original-Rcpt-To` of an abuse report;
- * null when it does not say), for `recorded` and `duplicate` receipts alike. A hook for tests and
- * logs: the suppression list's entry itself is added by `recordReceipt`, from the message's own
- * recipient (docs/decisions/0039), so a report cannot name another address to suppress.
- */
-export async function onBounceOrComplaint(_sql: Sql, _entry: SuppressionCandidate): Promise<void> {}
 
 export interface SuppressionCandidate {
   messageId: string;
@@ -85,7 +82,6 @@ function smtpError(responseCode: number, message: string): Error {
 export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
   const { sql, logger, returnPath } = options;
   const now = options.now ?? (() => new Date());
-  const suppress = options.onBounceOrComplaint ?? onBounceOrComplaint;
   const counts = new Map<BounceOutcome, number>();
   const count = (outcome: BounceOutcome) => counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
   const perIp = new Map<string, number>();
@@ -124,7 +120,7 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
       const fields = { messageId, outcome, state: receipt.state, errorCode: receipt.errorCode };
       if (outcome === "recorded" || outcome === "duplicate") {
         logger.info(fields, "e-mail delivery receipt");
-        if (verdict.suppress) await suppress(sql, { messageId, ...verdict.suppress });
+        if (verdict.suppress) await options.onBounceOrComplaint?.(sql, { messageId, ...verdict.suppress });
       } else logger.info(fields, "e-mail delivery receipt not recorded");
     }
   }
