@@ -336,14 +336,15 @@ export const webhookDeliveries = pgTable(
     eventAt: timestamptz("event_at").notNull(),
     /** Attempts made so far. */
     attempts: integer("attempts").notNull().default(0),
-    /** When it may be tried next; while an attempt is under way, when that attempt's lease ends. */
+    /** When it may be tried next (a retry's time, once it has failed). */
     nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
     /**
-     * Set by a claim, cleared when a retry is settled: `next_attempt_at` is then a lease's end,
-     * not a retry's time, and a recovery does not bring it forward (it stays set when the worker
-     * died; the row is claimed again when the lease runs out all the same).
+     * While an attempt is under way, when the worker's lease on it ends: set by a claim, cleared
+     * when a retry is settled (a delivered one is deleted). No index holds it, so a claim's lease is
+     * a HOT update of the row alone (the table's fillfactor leaves room for it). Not claimable, and
+     * not brought forward by a recovery, until it is over (a dead worker's row is claimed again then).
      */
-    leased: boolean("leased").notNull().default(false),
+    leasedUntil: timestamptz("leased_until"),
   },
   (t) => [
     unique("webhook_deliveries_event_unique").on(t.endpointId, t.messageId, t.seq),

@@ -195,7 +195,8 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
                       on w.id = d.endpoint_id and w.enabled)::integer as deliveries,
               (select count(*) from webhook_deliveries d join webhook_endpoints w
                       on w.id = d.endpoint_id and w.enabled
-                where d.next_attempt_at <= now())::integer as due,
+                where d.next_attempt_at <= now()
+                  and (d.leased_until is null or d.leased_until <= now()))::integer as due,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'gone')::integer as gone,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'failing')::integer as failing`,
       );

@@ -214,7 +214,8 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       -- leased to a worker: that would send it twice at once and break its message's order).
       on conflict on constraint webhook_deliveries_event_unique do update
         set next_attempt_at = least(webhook_deliveries.next_attempt_at, now())
-        where webhook_deliveries.attempts > 0 and not webhook_deliveries.leased
+        where webhook_deliveries.attempts > 0
+          and (webhook_deliveries.leased_until is null or webhook_deliveries.leased_until <= now())
       returning webhook_deliveries.xmax = 0 as inserted
     )
     select
