@@ -52,6 +52,7 @@ export function perRequest(cpu: CpuUsage, requests: number): Record<string, numb
     loadGenerator: per(cpu.loadGenerator),
     machine: per(cpu.machineBusy),
     ...(cpu.receiver === undefined ? {} : { receiver: per(cpu.receiver) }),
+    ...(cpu.postgresOwn === undefined ? {} : { postgresOwn: per(cpu.postgresOwn) }),
   };
 }
 
@@ -332,7 +333,7 @@ export async function measureEndToEnd(
   await load({ ...request, amount: Math.min(2000, settings.e2eMessages) });
   await waitUntilFinished(stack.sql, 60_000);
 
-  const processes = () => ({ web: stack.web, worker: stack.worker });
+  const processes = () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName });
   const monitor = new RssMonitor(processes);
   const cpuNow = () => cpuSnapshot({ ...processes(), receiver: options.receiver });
   const before = cpuNow();
@@ -377,7 +378,7 @@ export async function endToEndAndReadScenario(
 ): Promise<{ endToEnd: EndToEndResult; read: ReadResult | undefined }> {
   return withStack("e2e", settings, async (stack) => {
     const { endToEnd } = await measureEndToEnd(stack, settings);
-    const processes = () => ({ web: stack.web, worker: stack.worker });
+    const processes = () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName });
     if (!runRead) return { endToEnd, read: undefined };
 
     const keyOf = new Map(stack.organizations.map((o) => [o.id, o.apiKey]));
