@@ -54,11 +54,6 @@ export interface BounceIntakeOptions {
    * (docs/decisions/0039), so a report cannot name another address to suppress.
    */
   onBounceOrComplaint?: (sql: Sql, entry: SuppressionCandidate) => Promise<void>;
-  /**
-   * Adds an entry to the suppression list (`suppressRecipient`): a hard bounce or a complaint
-   * suppresses the message's recipient (`recordReceipt`, docs/decisions/0039).
-   */
-  suppressRecipient?: ReceiptStore["suppress"];
 }
 
 export interface BounceIntake {
@@ -85,14 +80,14 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
   const counts = new Map<BounceOutcome, number>();
   const count = (outcome: BounceOutcome) => counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
   const perIp = new Map<string, number>();
-  // The store's two functions a receipt needs; content stays sealed (a receipt reads none).
-  const store = {
+  // The store's two functions a receipt needs; content stays sealed (a receipt reads none). A
+  // hard bounce or a complaint suppresses the message's recipient in the receipt's own append.
+  const store: ReceiptStore = {
     loadMessage: async (messageId: string) => {
       const events = await loadEvents(sql, messageId);
       return { state: fold(events.map((stored) => stored.event)), events };
     },
-    append: appendEvents.bind(null, sql),
-    suppress: options.suppressRecipient,
+    append: (state, events, suppress) => appendEvents(sql, state, events, suppress),
   };
 
   async function handle(raw: Buffer, messageIds: string[]): Promise<void> {

@@ -1,7 +1,6 @@
 import { createDatabase } from "../../db/client.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
-import { suppressRecipient } from "../store/suppressions.js";
 import { loadBouncesConfig } from "./config.js";
 import { createBounceIntake } from "./intake.js";
 
@@ -14,7 +13,7 @@ import { createBounceIntake } from "./intake.js";
 async function main(): Promise<void> {
   const config = loadBouncesConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "bounces" });
-  const { db, sql } = createDatabase({
+  const { sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: 5,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
@@ -26,7 +25,6 @@ async function main(): Promise<void> {
     returnPath: { domain: config.BOUNCE_DOMAIN, localPart: config.BOUNCE_LOCAL_PART },
     maxClients: config.BOUNCES_MAX_CLIENTS,
     maxConnectionsPerIp: config.BOUNCES_MAX_CONNECTIONS_PER_IP,
-    suppressRecipient: (entry) => suppressRecipient(db, entry),
   });
   const port = await intake.listen(config.BOUNCES_PORT, config.BOUNCES_HOST);
   logger.info(

@@ -11,7 +11,7 @@ import {
   type SuppressionCandidate,
 } from "../../../src/bounces/intake.js";
 import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
-import { suppressRecipient } from "../../../src/store/suppressions.js";
+import { failInsertOnce } from "../../support/fail-once.js";
 import {
   createHarness,
   createTemplate,
@@ -76,7 +76,6 @@ beforeAll(async () => {
     onBounceOrComplaint: async (_sql, candidate) => {
       suppressions.push(candidate);
     },
-    suppressRecipient: (entry) => suppressRecipient(h.db, entry),
   });
   intakePort = await intake.listen(0, "127.0.0.1");
   const organization = await onboard(h);
@@ -350,6 +349,31 @@ describe("the bounces intake", () => {
     await h.db.delete(suppressionsTable).where(eq(suppressionsTable.messageId, id));
     expect((await report(verp(id), dsn)).response).toMatch(/^250 /);
     expect(await listEntries(id)).toEqual([]);
+  });
+
+  it("a suppression entry that fails to be written fails the receipt too: 451, nothing recorded, and the sender's retry records both", async () => {
+    const id = await sentEmail("flaky@example.com");
+    const dsn = postfixDsn(id, "flaky@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
+    const restore = await failInsertOnce(h.sql, "suppressions", id);
+    try {
+      const errors = counted("error");
+      await expect(report(verp(id), dsn)).rejects.toMatchObject({ responseCode: 451 });
+      expect(counted("error")).toBe(errors + 1);
+      // Nothing half-written: no receipt without its entry.
+      expect((await record(id)).delivery.state).toBe("unknown");
+      expect(await receipts(id)).toEqual([]);
+      expect(await listEntries(id)).toEqual([]);
+      expect(await webhookEvents(id)).not.toContain("message.bounced");
+
+      // The reporting MTA tries again later: this time both are written.
+      expect((await report(verp(id), dsn)).response).toMatch(/^250 /);
+      expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "5.1.1" });
+      expect(await receipts(id)).toHaveLength(1);
+      expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
+      expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+    } finally {
+      await restore();
+    }
   });
 
   it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
