@@ -4,7 +4,7 @@ import type { SqlClient as Sql } from "../../db/client.js";
 import { parseReport, verdictOf } from "../channels/email/bounces/reports.js";
 import { messageIdOfReturnPath, type ReturnPathSettings } from "../channels/email/bounces/verp.js";
 import { fold } from "../domain/state.js";
-import { type ReceiptOutcome, type ReceiptStore, recordReceipt } from "../messages/receipts.js";
+import { type ReceiptOutcome, type ReceiptStore, recordDelay, recordReceipt } from "../messages/receipts.js";
 import type { Logger } from "../runtime/logger.js";
 import { appendEvents, loadEvents } from "../store/events.js";
 
@@ -94,19 +94,21 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
     const report = await parseReport(raw);
     const verdict = verdictOf(report);
     for (const messageId of messageIds) {
-      if (verdict.kind !== "receipt") {
-        const outcome = verdict.kind === "delayed" ? "delayed" : "not_a_report";
-        count(outcome);
+      if (verdict.kind === "ignored") {
+        count("not_a_report");
         logger.info(
-          {
-            messageId,
-            outcome,
-            ...(verdict.kind === "delayed" ? { status: verdict.status } : { reason: verdict.reason }),
-          },
-          verdict.kind === "delayed"
-            ? "delayed DSN: not recorded"
-            : "message to a return path that is no report",
+          { messageId, outcome: "not_a_report", reason: verdict.reason },
+          "message to a return path that is no report",
         );
+        continue;
+      }
+      if (verdict.kind === "delayed") {
+        // History only: the delivery state does not move, no webhook (docs/decisions/0040).
+        const { delay } = verdict;
+        const recorded = await recordDelay(store, { messageId, channel: "email", delay, now: now() });
+        const outcome = recorded === "recorded" ? "delayed" : recorded;
+        count(outcome);
+        logger.info({ messageId, outcome, errorCode: delay.errorCode }, "delayed DSN");
         continue;
       }
       const { receipt } = verdict;

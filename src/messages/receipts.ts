@@ -1,6 +1,6 @@
-import { decide } from "../domain/decide.js";
+import { type Decision, decide } from "../domain/decide.js";
 import type { Channel } from "../domain/events.js";
-import type { Receipt } from "../domain/receipts.js";
+import type { DeliveryDelay, Receipt } from "../domain/receipts.js";
 import type { MessageState } from "../domain/state.js";
 import { suppressionReasonOfReceipt } from "../domain/suppression.js";
 import { storedContentOf } from "../store/content.js";
@@ -81,7 +81,48 @@ export interface ReceiptRequest {
  * times (then the conflict is thrown: a 500; an SMTP sender retries after the 451 it becomes, Twilio does not).
  * Any failure of the append leaves nothing written: neither the event nor its suppression entry.
  */
-export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
+export function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
+  const { receipt, now } = request;
+  return recordProviderWord(store, request, receipt, (state) => ({
+    decision: decide(state, { type: "record_receipt", receipt, now }),
+    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
+    suppress: suppressionFrom(state, receipt),
+  }));
+}
+
+export interface DelayRequest {
+  messageId: string;
+  /** The channel whose provider sent it. */
+  channel: Channel;
+  delay: DeliveryDelay;
+  now: Date;
+}
+
+/**
+ * Records a provider's word that it is still trying (an e-mail's delayed DSN) in the message's
+ * history, as {@link recordReceipt} does a receipt: the same checks, the same outcomes (`recorded`,
+ * or `duplicate` for a delay after the first or after a final receipt). It changes neither the
+ * status nor the delivery, suppresses nothing and sends no webhook (docs/decisions/0040).
+ */
+export function recordDelay(store: ReceiptStore, request: DelayRequest): Promise<ReceiptOutcome> {
+  const { delay, now } = request;
+  return recordProviderWord(store, request, { ...delay, providerMessageId: null }, (state) => ({
+    decision: decide(state, { type: "record_delay", delay, now }),
+    suppress: [],
+  }));
+}
+
+/**
+ * What {@link recordReceipt} and {@link recordDelay} share: the message's checks (it exists, is of
+ * the channel, was accepted by the provider that speaks, under the id it names), the decision,
+ * and the append, decided again after a conflict.
+ */
+async function recordProviderWord(
+  store: ReceiptStore,
+  request: { messageId: string; channel: Channel },
+  from: { provider: string; providerMessageId: string | null },
+  decideOn: (state: MessageState) => { decision: Decision; suppress: NewSuppression[] },
+): Promise<ReceiptOutcome> {
   for (let conflicts = 0; ; conflicts++) {
     const { state, events } = await store.loadMessage(request.messageId);
     if (state.status === "initial") return "unknown_message";
@@ -89,16 +130,15 @@ export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest
     // The provider that accepted it, and its id there: the last `success` (there is at most one).
     const success = events.findLast((stored) => stored.event.type === "success")?.event;
     if (success?.type === "success") {
-      if (success.data.provider !== request.receipt.provider) return "other_provider";
-      const named = request.receipt.providerMessageId;
+      if (success.data.provider !== from.provider) return "other_provider";
+      const named = from.providerMessageId;
       if (named !== null && named !== success.data.providerMessageId) return "provider_id_mismatch";
     }
-    const decision = decide(state, { type: "record_receipt", receipt: request.receipt, now: request.now });
+    const { decision, suppress } = decideOn(state);
     if (!("events" in decision)) return "unknown_message";
-    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
     if (decision.events.length === 0) return "duplicate";
     try {
-      await store.append(state, decision.events, suppressionFrom(state, request.receipt));
+      await store.append(state, decision.events, suppress);
       return "recorded";
     } catch (error) {
       if (error instanceof ConcurrencyError && conflicts < MAX_RECEIPT_CONFLICTS) continue;

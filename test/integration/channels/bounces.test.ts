@@ -135,6 +135,14 @@ async function record(id: string) {
 }
 
 async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
+  return (await history(id)).filter((event) => event.type === "receipt");
+}
+
+async function delayedEvents(id: string): Promise<Array<Record<string, unknown>>> {
+  return (await history(id)).filter((event) => event.type === "delivery_delayed");
+}
+
+async function history(id: string): Promise<Array<Record<string, unknown>>> {
   const response = await h.app.request(`/api/v1/messages/${id}/events`, { headers: { "x-api-key": apiKey } });
   expect(response.status).toBe(200);
   // The history's e-mail receipts are as the OpenAPI document describes them.
@@ -142,7 +150,7 @@ async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
   const body = (await response.json()) as
     | { events?: Array<Record<string, unknown>> }
     | Array<Record<string, unknown>>;
-  return (Array.isArray(body) ? body : (body.events ?? [])).filter((event) => event.type === "receipt");
+  return Array.isArray(body) ? body : (body.events ?? []);
 }
 
 /** Sends `raw` to the intake over SMTP as a reporting MTA does (a DSN's sender is null: `MAIL FROM:<>`). */
@@ -376,7 +384,7 @@ describe("the bounces intake", () => {
     }
   });
 
-  it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
+  it("a 4.x.x delayed DSN is history only: the delivery, the status and the webhooks stay; once; not after a bounce", async () => {
     const id = await sentEmail("slow@example.com");
     const delayed = postfixDsn(
       id,
@@ -385,11 +393,35 @@ describe("the bounces intake", () => {
       "4.4.1",
       "450 4.4.1 Host mail.example.com timed out, will retry",
     );
-    const before = counted("delayed");
+    const before = await record(id);
+    const webhooksBefore = await webhookEvents(id);
+    const delays = counted("delayed");
     expect((await report(verp(id), delayed)).response).toMatch(/^250 /);
-    expect(counted("delayed")).toBe(before + 1);
-    expect((await record(id)).delivery).toEqual({ state: "unknown", updated_at: null, error_code: null });
+    expect(counted("delayed")).toBe(delays + 1);
+    const after = await record(id);
+    expect(after.delivery).toEqual({ state: "unknown", updated_at: null, error_code: null });
+    expect(after.status).toBe("success");
+    expect(after).toEqual(before);
     expect(await receipts(id)).toEqual([]);
+    // In the history (as the OpenAPI document describes it: `receipts` checks every response).
+    expect(await delayedEvents(id)).toEqual([
+      {
+        seq: expect.any(Number),
+        retry_count: 0,
+        occurred_at: expect.any(String),
+        type: "delivery_delayed",
+        error_code: "4.4.1",
+        provider: "smtp",
+        provider_status: "delayed",
+      },
+    ]);
+    expect(await webhookEvents(id)).toEqual(webhooksBefore);
+
+    // The same DSN again (or the server's next warning) adds nothing.
+    const duplicates = counted("duplicate");
+    expect((await report(verp(id), delayed)).response).toMatch(/^250 /);
+    expect(counted("duplicate")).toBe(duplicates + 1);
+    expect(await delayedEvents(id)).toHaveLength(1);
 
     await report(
       verp(id),
@@ -400,6 +432,17 @@ describe("the bounces intake", () => {
     await report(verp(id), delayed);
     expect((await record(id)).delivery).toEqual(bounced.delivery);
     expect(await receipts(id)).toHaveLength(1);
+    expect(await delayedEvents(id)).toHaveLength(1);
+    expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+  });
+
+  it("a delayed DSN after a bounce is not recorded (stale)", async () => {
+    const id = await sentEmail("late@example.com");
+    await report(verp(id), postfixDsn(id, "late@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"));
+    const duplicates = counted("duplicate");
+    await report(verp(id), postfixDsn(id, "late@example.com", "delayed", "4.4.1", "450 4.4.1 timed out"));
+    expect(counted("duplicate")).toBe(duplicates + 1);
+    expect(await delayedEvents(id)).toEqual([]);
   });
 
   it("a failure with a 4.x.x status (the server gave up retrying) is a bounce", async () => {

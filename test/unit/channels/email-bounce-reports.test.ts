@@ -112,7 +112,7 @@ describe("parsing and mapping reports", () => {
       ].join("\r\n");
     expect(verdictOf(await parseReport(dsn(part("delayed", "4.4.1"))))).toEqual({
       kind: "delayed",
-      status: "4.4.1",
+      delay: { errorCode: "4.4.1", provider: "smtp", providerStatus: "delayed" },
     });
     expect(verdictOf(await parseReport(dsn(part("delivered", "2.0.0"))))).toMatchObject({
       kind: "receipt",

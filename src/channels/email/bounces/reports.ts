@@ -1,5 +1,5 @@
 import PostalMime from "postal-mime";
-import type { Receipt } from "../../../domain/receipts.js";
+import type { DeliveryDelay, Receipt } from "../../../domain/receipts.js";
 
 /**
  * What a mail server sends back to a message's return path (docs/decisions/0040), parsed with
@@ -130,7 +130,7 @@ const COMPLAINT_TYPES = new Set(["abuse", "fraud", "virus", "other"]);
  *   a positive DSN, `complained` for an abuse report); `suppress` says which recipient to
  *   suppress, and why, for a hard bounce (a `5.x.x` failure) or a complaint;
  * - `delayed`: the server is still trying (`Action: delayed`, or a `4.x.x` without `failed`):
- *   logged and counted, never recorded (the delivery state does not move);
+ *   recorded in the history only (`recordDelay`: the delivery state does not move);
  * - `ignored`: nothing to record (not a report, `not-spam`, `relayed`, `expanded`).
  *
  * A DSN about several recipients: a failure wins (a `5.x.x` one first), then a delay, then a
@@ -143,7 +143,7 @@ export type ReportVerdict =
       receipt: Receipt;
       suppress: { reason: "hard_bounce" | "complaint"; recipient: string | null } | null;
     }
-  | { kind: "delayed"; status: string | null }
+  | { kind: "delayed"; delay: DeliveryDelay }
   | { kind: "ignored"; reason: string };
 
 export function verdictOf(report: Report): ReportVerdict {
@@ -168,7 +168,11 @@ export function verdictOf(report: Report): ReportVerdict {
     };
   }
   const delayed = report.recipients.find((r) => r.action === "delayed" || r.status?.startsWith("4."));
-  if (delayed) return { kind: "delayed", status: delayed.status };
+  if (delayed)
+    return {
+      kind: "delayed",
+      delay: { errorCode: delayed.status, provider: EMAIL_RECEIPT_PROVIDER, providerStatus: "delayed" },
+    };
   const delivered = report.recipients.find((r) => r.action === "delivered");
   if (delivered) return { kind: "receipt", receipt: receipt("delivered", null, "delivered"), suppress: null };
   return { kind: "ignored", reason: `action_${report.recipients[0]?.action || "missing"}` };
