@@ -1,7 +1,12 @@
 import type { AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
 import type { SqlClient as Sql } from "../../db/client.js";
-import { parseReport, verdictOf } from "../channels/email/bounces/reports.js";
+import {
+  messageIdOfOriginal,
+  parseReport,
+  type ReportVerdict,
+  verdictOf,
+} from "../channels/email/bounces/reports.js";
 import { messageIdOfReturnPath, type ReturnPathSettings } from "../channels/email/bounces/verp.js";
 import { fold } from "../domain/state.js";
 import { type ReceiptOutcome, type ReceiptStore, recordDelay, recordReceipt } from "../messages/receipts.js";
@@ -13,8 +18,10 @@ import { appendEvents, loadEvents } from "../store/events.js";
  * the DSNs and abuse reports mail servers send to a message's return path
  * (`bounce+{message_id}@BOUNCE_DOMAIN`) and records them as the message's delivery receipts.
  *
- * - RCPT: only a return path of ours (the prefix, a UUID, the domain); anything else 550. So it
- *   never relays, and takes no mail for anyone. No AUTH (an MX is not logged in to), no STARTTLS.
+ * - RCPT: only a return path of ours (the prefix, a UUID, the domain), or the feedback address
+ *   (`BOUNCES_FEEDBACK_ADDRESS`) where feedback loops send their abuse reports; anything else 550.
+ *   So it never relays, and takes no mail for anyone. A complaint to the feedback address names
+ *   its message by the copy of our original it carries (`X-Notification-Id`, `Message-ID`). No AUTH (an MX is not logged in to), no STARTTLS.
  * - Size: `SIZE` announced and enforced (`MAX_REPORT_BYTES`: 552); connections: at most
  *   `BOUNCES_MAX_CLIENTS` in all and `BOUNCES_MAX_CONNECTIONS_PER_IP` from one address (421).
  * - Every message that passed RCPT is answered 250 whatever it says (an unknown message id, a
@@ -33,6 +40,7 @@ export type BounceOutcome =
   | ReceiptOutcome
   | "delayed"
   | "not_a_report"
+  | "unidentified"
   | "refused_recipient"
   | "too_large"
   | "error";
@@ -46,6 +54,11 @@ export interface BounceIntakeOptions {
   now?: () => Date;
   /** Idle time before a connection is closed (smtp-server's default is 60 s). */
   socketTimeoutMs?: number;
+  /**
+   * `BOUNCES_FEEDBACK_ADDRESS`: the fixed address feedback loops send abuse reports to; accepted
+   * at RCPT besides the return paths. Unset: refused like any other address.
+   */
+  feedbackAddress?: string;
   /**
    * Told of each permanent (`5.x.x`) failure or complaint of a recorded e-mail, with the recipient
    * the report names (`Final-Recipient` of a DSN, `Original-Rcpt-To` of an abuse report; null when
@@ -80,6 +93,9 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
   const counts = new Map<BounceOutcome, number>();
   const count = (outcome: BounceOutcome) => counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
   const perIp = new Map<string, number>();
+  const feedbackAddress = options.feedbackAddress?.toLowerCase();
+  const isFeedbackAddress = (address: string) =>
+    feedbackAddress !== undefined && address.toLowerCase() === feedbackAddress;
   // The store's two functions a receipt needs; content stays sealed (a receipt reads none). A
   // hard bounce or a complaint suppresses the message's recipient in the receipt's own append.
   const store: ReceiptStore = {
@@ -90,7 +106,33 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
     append: (state, events, suppress) => appendEvents(sql, state, events, suppress),
   };
 
-  async function handle(raw: Buffer, messageIds: string[]): Promise<void> {
+  /** Records what a report says of one message; `verdict` is not `ignored`. */
+  async function recordFor(messageId: string, verdict: Exclude<ReportVerdict, { kind: "ignored" }>) {
+    if (verdict.kind === "delayed") {
+      // History only: the delivery state does not move, no webhook (docs/decisions/0040).
+      const { delay } = verdict;
+      const recorded = await recordDelay(store, { messageId, channel: "email", delay, now: now() });
+      const outcome = recorded === "recorded" ? "delayed" : recorded;
+      count(outcome);
+      logger.info({ messageId, outcome, errorCode: delay.errorCode }, "delayed DSN");
+      return;
+    }
+    const { receipt } = verdict;
+    const outcome = await recordReceipt(store, { messageId, channel: "email", receipt, now: now() });
+    count(outcome);
+    const fields = { messageId, outcome, state: receipt.state, errorCode: receipt.errorCode };
+    if (outcome === "recorded" || outcome === "duplicate") {
+      logger.info(fields, "e-mail delivery receipt");
+      if (verdict.suppress) await options.onBounceOrComplaint?.(sql, { messageId, ...verdict.suppress });
+    } else logger.info(fields, "e-mail delivery receipt not recorded");
+  }
+
+  /**
+   * A message to the return paths `messageIds` (each names its message) and, with `toFeedback`, to
+   * the feedback address, where only a complaint counts and names its message by the copy of the
+   * original it carries.
+   */
+  async function handle(raw: Buffer, messageIds: string[], toFeedback: boolean): Promise<void> {
     const report = await parseReport(raw);
     const verdict = verdictOf(report);
     for (const messageId of messageIds) {
@@ -102,24 +144,29 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
         );
         continue;
       }
-      if (verdict.kind === "delayed") {
-        // History only: the delivery state does not move, no webhook (docs/decisions/0040).
-        const { delay } = verdict;
-        const recorded = await recordDelay(store, { messageId, channel: "email", delay, now: now() });
-        const outcome = recorded === "recorded" ? "delayed" : recorded;
-        count(outcome);
-        logger.info({ messageId, outcome, errorCode: delay.errorCode }, "delayed DSN");
-        continue;
-      }
-      const { receipt } = verdict;
-      const outcome = await recordReceipt(store, { messageId, channel: "email", receipt, now: now() });
-      count(outcome);
-      const fields = { messageId, outcome, state: receipt.state, errorCode: receipt.errorCode };
-      if (outcome === "recorded" || outcome === "duplicate") {
-        logger.info(fields, "e-mail delivery receipt");
-        if (verdict.suppress) await options.onBounceOrComplaint?.(sql, { messageId, ...verdict.suppress });
-      } else logger.info(fields, "e-mail delivery receipt not recorded");
+      await recordFor(messageId, verdict);
     }
+    if (!toFeedback) return;
+    if (report.kind !== "feedback" || verdict.kind !== "receipt") {
+      count("not_a_report");
+      const reason = verdict.kind === "ignored" ? verdict.reason : `${report.kind}_to_feedback_address`;
+      logger.info(
+        { outcome: "not_a_report", reason },
+        "message to the feedback address that is no complaint",
+      );
+      return;
+    }
+    const messageId = messageIdOfOriginal(report.original);
+    if (!messageId) {
+      count("unidentified");
+      logger.info(
+        { outcome: "unidentified", original: report.original !== null },
+        "complaint to the feedback address that names no message of ours",
+      );
+      return;
+    }
+    // Sent to its return path too: recorded once, above.
+    if (!messageIds.includes(messageId)) await recordFor(messageId, verdict);
   }
 
   const server = new SMTPServer({
@@ -149,7 +196,10 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
       else perIp.set(session.remoteAddress, open);
     },
     onRcptTo(address, session, callback) {
-      if (!messageIdOfReturnPath(returnPath, address.address)) {
+      const feedback = isFeedbackAddress(address.address);
+      if (feedback && session.envelope.rcptTo.some((rcpt) => isFeedbackAddress(rcpt.address)))
+        return callback(smtpError(452, "4.5.3 Recipient already given"));
+      if (!feedback && !messageIdOfReturnPath(returnPath, address.address)) {
         count("refused_recipient");
         return callback(smtpError(550, "5.1.1 No such recipient here"));
       }
@@ -173,7 +223,8 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
         const ids = session.envelope.rcptTo.flatMap(
           (rcpt) => messageIdOfReturnPath(returnPath, rcpt.address) ?? [],
         );
-        handle(Buffer.concat(chunks), [...new Set(ids)]).then(
+        const toFeedback = session.envelope.rcptTo.some((rcpt) => isFeedbackAddress(rcpt.address));
+        handle(Buffer.concat(chunks), [...new Set(ids)], toFeedback).then(
           () => callback(null, "2.0.0 Report taken"),
           (error: unknown) => {
             count("error");

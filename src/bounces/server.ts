@@ -25,6 +25,7 @@ async function main(): Promise<void> {
     returnPath: { domain: config.BOUNCE_DOMAIN, localPart: config.BOUNCE_LOCAL_PART },
     maxClients: config.BOUNCES_MAX_CLIENTS,
     maxConnectionsPerIp: config.BOUNCES_MAX_CONNECTIONS_PER_IP,
+    feedbackAddress: config.BOUNCES_FEEDBACK_ADDRESS,
   });
   const port = await intake.listen(config.BOUNCES_PORT, config.BOUNCES_HOST);
   logger.info(

@@ -34,6 +34,8 @@ import { PASSWORD, TestSmtpServer, USER } from "../../support/smtp-server.js";
 
 const DOMAIN = "bounces.notify.test";
 const RETURN_PATH = { domain: DOMAIN, localPart: "bounce" };
+/** Where the feedback loops registered with the mailbox providers send their reports. */
+const FEEDBACK_ADDRESS = `fbl@${DOMAIN}`;
 
 const h = createHarness();
 let smtp: TestSmtpServer;
@@ -73,6 +75,7 @@ beforeAll(async () => {
     returnPath: RETURN_PATH,
     maxClients: 20,
     maxConnectionsPerIp: 3,
+    feedbackAddress: FEEDBACK_ADDRESS.toUpperCase(),
     onBounceOrComplaint: async (_sql, candidate) => {
       suppressions.push(candidate);
     },
@@ -277,6 +280,54 @@ function yahooArf(id: string, recipient: string, feedbackType = "abuse"): string
     `To: ${recipient}`,
     "Subject: Hello",
     `X-Notification-Id: ${id}`,
+    "MIME-Version: 1.0",
+    "Content-Type: text/plain",
+    "",
+    "Hello",
+    "",
+    `--${boundary}--`,
+    "",
+  ].join("\r\n");
+}
+
+/**
+ * An abuse report as Microsoft's JMRP sends it to the one address registered with it (not to the
+ * return path): ARF, the original message attached, its recipient redacted, and nothing else that
+ * names the message but the original's own headers (`originalHeaders`).
+ */
+function jmrpArf(originalHeaders: string[], feedbackType = "abuse"): string {
+  const boundary = "----=_NextPart_000_0001_01DB3F00.5A1B2C30";
+  return [
+    "From: staff@hotmail.example",
+    `To: ${FEEDBACK_ADDRESS}`,
+    "Subject: complaint about message from 192.0.2.10",
+    "Date: Mon, 25 Nov 2026 02:00:00 +0000",
+    "MIME-Version: 1.0",
+    `Content-Type: multipart/report; report-type=feedback-report; boundary="${boundary}"`,
+    "",
+    `--${boundary}`,
+    "Content-Type: text/plain; charset=us-ascii",
+    "",
+    "This is an email abuse report for an email message received from IP 192.0.2.10.",
+    "",
+    `--${boundary}`,
+    "Content-Type: message/feedback-report",
+    "",
+    `Feedback-Type: ${feedbackType}`,
+    "User-Agent: Microsoft JMRP/1.0",
+    "Version: 1",
+    "Source-IP: 192.0.2.10",
+    "Arrival-Date: Mon, 25 Nov 2026 01:50:00 +0000",
+    "",
+    `--${boundary}`,
+    "Content-Type: message/rfc822",
+    "Content-Disposition: inline",
+    "",
+    "Received: from mail.acme.test ([192.0.2.10]) by mx.hotmail.example; Mon, 25 Nov 2026 01:50:00 +0000",
+    "From: ACME <hello@acme.test>",
+    "To: redacted@hotmail.example",
+    "Subject: Hello",
+    ...originalHeaders,
     "MIME-Version: 1.0",
     "Content-Type: text/plain",
     "",
@@ -542,11 +593,72 @@ describe("the bounces intake", () => {
     expect((await record(smsId)).delivery.state).toBe("unknown");
   });
 
+  it("a complaint to the feedback address names its message by the original's X-Notification-Id: `complained` and suppressed, as by the return path", async () => {
+    const id = await sentEmail("fbl-user@example.com");
+    // The headers the SMTP provider really set on the e-mail the recipient got.
+    const sent = await PostalMime.parse(smtp.received[0]?.raw ?? "");
+    const header = (name: string) => sent.headers.find((h) => h.key === name)?.value ?? "";
+    expect(header("x-notification-id")).toBe(id);
+    const arf = jmrpArf([`Message-ID: ${header("message-id")}`, `X-Notification-Id: ${id}`]);
+
+    const answer = await report(FEEDBACK_ADDRESS, arf, "staff@hotmail.example");
+    expect(answer.response).toMatch(/^250 /);
+    expect((await record(id)).delivery).toEqual({
+      state: "complained",
+      updated_at: expect.any(String),
+      error_code: null,
+    });
+    expect((await receipts(id)).map((event) => [event.state, event.provider_status])).toEqual([
+      ["complained", "abuse"],
+    ]);
+    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "complaint" }]);
+    expect((await webhookEvents(id)).filter((type) => type === "message.complained")).toHaveLength(1);
+
+    // The same report again, and by the return path too: one receipt, counted as duplicates.
+    const duplicates = counted("duplicate");
+    await report(FEEDBACK_ADDRESS.toUpperCase(), arf);
+    await report(verp(id), yahooArf(id, "fbl-user@example.com"));
+    expect(counted("duplicate")).toBe(duplicates + 2);
+    expect(await receipts(id)).toHaveLength(1);
+  });
+
+  it("the original's Message-ID alone is enough (a loop that drops X- headers)", async () => {
+    const id = await sentEmail("fbl-msgid@example.com");
+    await report(FEEDBACK_ADDRESS, jmrpArf([`Message-ID: <${id}@acme.test>`]));
+    expect((await record(id)).delivery.state).toBe("complained");
+  });
+
+  it("anything else to the feedback address is taken (250) and records nothing", async () => {
+    const id = await sentEmail("fbl-other@example.com");
+    const notReports = counted("not_a_report");
+    const unidentified = counted("unidentified");
+    const taken = async (raw: string) =>
+      expect((await report(FEEDBACK_ADDRESS, raw)).response).toMatch(/^250 /);
+    // A DSN (bounces go to the return path, never here), a `not-spam` report, an out-of-office reply.
+    await taken(postfixDsn(id, "fbl-other@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"));
+    await taken(jmrpArf([`X-Notification-Id: ${id}`], "not-spam"));
+    await taken("From: someone@example.net\r\nSubject: Out of office\r\n\r\nAway.\r\n");
+    expect(counted("not_a_report")).toBe(notReports + 3);
+    // Complaints that name no message of ours: none, not an id, an unknown id, two that disagree.
+    await taken(jmrpArf([]));
+    await taken(jmrpArf(["X-Notification-Id: 42", `Message-ID: <${id}@acme.test>`]));
+    await taken(jmrpArf(["Message-ID: <CAF=abc123@mail.gmail.example>"]));
+    await taken(jmrpArf([`X-Notification-Id: ${id}`, `Message-ID: <${randomUUID()}@acme.test>`]));
+    expect(counted("unidentified")).toBe(unidentified + 4);
+    const unknown = counted("unknown_message");
+    await taken(jmrpArf([`X-Notification-Id: ${randomUUID()}`]));
+    expect(counted("unknown_message")).toBe(unknown + 1);
+    expect((await record(id)).delivery.state).toBe("unknown");
+    expect(await listEntries(id)).toEqual([]);
+  });
+
   it("refuses at RCPT (550) anything but a return path of ours: it never relays", async () => {
     const id = await sentEmail("ok@example.com");
     const dsn = postfixDsn(id, "ok@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
     for (const to of [
       "postmaster@bounces.notify.test",
+      `fbl@elsewhere.example`,
+      `fbl+x@${DOMAIN}`,
       `bounce+${id}@elsewhere.example`,
       `other+${id}@${DOMAIN}`,
       `bounce+not-a-uuid@${DOMAIN}`,
