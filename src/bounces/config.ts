@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
 import type { z } from "zod";
 import { ConfigError, configSchema, parseEnvironment } from "../runtime/config.js";
 
@@ -55,4 +57,42 @@ export function loadBouncesConfig(env: NodeJS.ProcessEnv = process.env): Bounces
   if (problems.length > 0 || !domain)
     throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   return { ...config, BOUNCE_DOMAIN: domain };
+}
+
+/** The listener's certificate for STARTTLS: PEM text of the private key and the certificate (chain). */
+export interface BouncesTls {
+  key: string;
+  cert: string;
+}
+
+/**
+ * Reads `BOUNCES_TLS_KEY_FILE` and `BOUNCES_TLS_CERT_FILE` (undefined when neither is set) and
+ * checks that they make a TLS context (PEM that parses, a key that matches the certificate), so a
+ * bad file stops start-up with a `ConfigError` naming it, not the first mail server's STARTTLS.
+ */
+export function loadBouncesTls(
+  config: Pick<BouncesConfig, "BOUNCES_TLS_KEY_FILE" | "BOUNCES_TLS_CERT_FILE">,
+  readFile: (path: string) => string = (path) => readFileSync(path, "utf8"),
+): BouncesTls | undefined {
+  const keyFile = config.BOUNCES_TLS_KEY_FILE;
+  const certFile = config.BOUNCES_TLS_CERT_FILE;
+  if (!keyFile || !certFile) return undefined;
+  const read = (name: string, path: string) => {
+    try {
+      return readFile(path);
+    } catch (error) {
+      const why = error instanceof Error && "code" in error ? String(error.code) : "unreadable";
+      throw new ConfigError(`Invalid configuration:\n  ${name}: cannot read ${path} (${why})`);
+    }
+  };
+  const tls = { key: read("BOUNCES_TLS_KEY_FILE", keyFile), cert: read("BOUNCES_TLS_CERT_FILE", certFile) };
+  try {
+    createSecureContext(tls);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(
+      `Invalid configuration:\n  BOUNCES_TLS_KEY_FILE / BOUNCES_TLS_CERT_FILE: not a PEM private key and its certificate (${why})`,
+    );
+  }
+  return tls;
 }

@@ -12,6 +12,7 @@ import { fold } from "../domain/state.js";
 import { type ReceiptOutcome, type ReceiptStore, recordDelay, recordReceipt } from "../messages/receipts.js";
 import type { Logger } from "../runtime/logger.js";
 import { appendEvents, loadEvents } from "../store/events.js";
+import type { BouncesTls } from "./config.js";
 
 /**
  * The `bounces` process's SMTP listener (docs/decisions/0040): the MX of `BOUNCE_DOMAIN`. It takes
@@ -21,7 +22,9 @@ import { appendEvents, loadEvents } from "../store/events.js";
  * - RCPT: only a return path of ours (the prefix, a UUID, the domain), or the feedback address
  *   (`BOUNCES_FEEDBACK_ADDRESS`) where feedback loops send their abuse reports; anything else 550.
  *   So it never relays, and takes no mail for anyone. A complaint to the feedback address names
- *   its message by the copy of our original it carries (`X-Notification-Id`, `Message-ID`). No AUTH (an MX is not logged in to), no STARTTLS.
+ *   its message by the copy of our original it carries (`X-Notification-Id`, `Message-ID`).
+ * - No AUTH (an MX is not logged in to); STARTTLS offered (never required) when the operator gave
+ *   a certificate (`BOUNCES_TLS_KEY_FILE` / `_CERT_FILE`).
  * - Size: `SIZE` announced and enforced (`MAX_REPORT_BYTES`: 552); connections: at most
  *   `BOUNCES_MAX_CLIENTS` in all and `BOUNCES_MAX_CONNECTIONS_PER_IP` from one address (421).
  * - Every message that passed RCPT is answered 250 whatever it says (an unknown message id, a
@@ -59,6 +62,11 @@ export interface BounceIntakeOptions {
    * at RCPT besides the return paths. Unset: refused like any other address.
    */
   feedbackAddress?: string;
+  /**
+   * The certificate for STARTTLS (`BOUNCES_TLS_KEY_FILE` / `_CERT_FILE`): offered, never required
+   * (an MX must take mail from servers that cannot). Without it no STARTTLS is offered.
+   */
+  tls?: BouncesTls;
   /**
    * Told of each permanent (`5.x.x`) failure or complaint of a recorded e-mail, with the recipient
    * the report names (`Final-Recipient` of a DSN, `Original-Rcpt-To` of an abuse report; null when
@@ -174,7 +182,10 @@ export function createBounceIntake(options: BounceIntakeOptions): BounceIntake {
     banner: "bounces only",
     logger: false,
     authOptional: true,
-    disabledCommands: ["AUTH", "STARTTLS"],
+    // No AUTH (an MX is not logged in to); STARTTLS only with a certificate of the operator's
+    // (smtp-server's built-in one has a published private key).
+    disabledCommands: options.tls ? ["AUTH"] : ["AUTH", "STARTTLS"],
+    ...(options.tls && { key: options.tls.key, cert: options.tls.cert }),
     disableReverseLookup: true,
     size: MAX_REPORT_BYTES,
     maxClients: options.maxClients,

@@ -1,7 +1,7 @@
 import { createDatabase } from "../../db/client.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
-import { loadBouncesConfig } from "./config.js";
+import { loadBouncesConfig, loadBouncesTls } from "./config.js";
 import { createBounceIntake } from "./intake.js";
 
 /**
@@ -12,6 +12,7 @@ import { createBounceIntake } from "./intake.js";
  */
 async function main(): Promise<void> {
   const config = loadBouncesConfig();
+  const tls = loadBouncesTls(config);
   const logger = createLogger({ level: config.LOG_LEVEL, name: "bounces" });
   const { sql } = createDatabase({
     url: config.DATABASE_URL,
@@ -26,10 +27,11 @@ async function main(): Promise<void> {
     maxClients: config.BOUNCES_MAX_CLIENTS,
     maxConnectionsPerIp: config.BOUNCES_MAX_CONNECTIONS_PER_IP,
     feedbackAddress: config.BOUNCES_FEEDBACK_ADDRESS,
+    tls,
   });
   const port = await intake.listen(config.BOUNCES_PORT, config.BOUNCES_HOST);
   logger.info(
-    { port, host: config.BOUNCES_HOST, domain: config.BOUNCE_DOMAIN },
+    { port, host: config.BOUNCES_HOST, domain: config.BOUNCE_DOMAIN, starttls: tls !== undefined },
     `bounces SMTP listener on ${config.BOUNCES_HOST}:${port}`,
   );
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

@@ -1,10 +1,16 @@
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { and, eq } from "drizzle-orm";
 import nodemailer from "nodemailer";
 import PostalMime from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { suppressions as suppressionsTable, webhookDeliveries } from "../../../db/schema.js";
+import { loadBouncesTls } from "../../../src/bounces/config.js";
 import {
   type BounceIntake,
   createBounceIntake,
@@ -710,5 +716,105 @@ describe("the bounces intake", () => {
       10_000,
       "three connections served again",
     );
+  });
+});
+
+describe("STARTTLS on the listener (BOUNCES_TLS_KEY_FILE / BOUNCES_TLS_CERT_FILE)", () => {
+  let dir = "";
+  let cert = "";
+  let tlsIntake: BounceIntake;
+  let tlsPort = 0;
+
+  /** A self-signed certificate for `name` (P-256), its key and certificate written under `dir`. */
+  async function selfSigned(name: string, prefix: string) {
+    const keyFile = join(dir, `${prefix}-key.pem`);
+    const certFile = join(dir, `${prefix}-cert.pem`);
+    await promisify(execFile)("openssl", [
+      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
+      ...["-keyout", keyFile, "-out", certFile, "-days", "1", "-subj", `/CN=${name}`],
+      ...["-addext", `subjectAltName=DNS:${name}`],
+    ]);
+    return { keyFile, certFile };
+  }
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "bounces-tls-"));
+    const files = await selfSigned(DOMAIN, "mx");
+    const tls = loadBouncesTls({
+      BOUNCES_TLS_KEY_FILE: files.keyFile,
+      BOUNCES_TLS_CERT_FILE: files.certFile,
+    });
+    if (!tls) throw new Error("no TLS settings");
+    cert = tls.cert;
+    tlsIntake = createBounceIntake({
+      sql: h.sql,
+      logger: silentLogger,
+      returnPath: RETURN_PATH,
+      maxClients: 20,
+      maxConnectionsPerIp: 3,
+      tls,
+    });
+    tlsPort = await tlsIntake.listen(0, "127.0.0.1");
+  });
+  afterAll(async () => {
+    await tlsIntake?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Sends `raw` as a mail server that insists on TLS (and checks the certificate) would. */
+  async function reportOverTls(port: number, to: string, raw: string) {
+    const transport = nodemailer.createTransport({
+      host: "127.0.0.1",
+      port,
+      secure: false,
+      requireTLS: true,
+      tls: { ca: [cert], servername: DOMAIN },
+      connectionTimeout: 5000,
+    });
+    try {
+      return await transport.sendMail({ envelope: { from: "", to: [to] }, raw });
+    } finally {
+      transport.close();
+    }
+  }
+
+  it("offers STARTTLS with the operator's certificate: a server that requires TLS delivers its DSN, and it is recorded", async () => {
+    const id = await sentEmail("tls@example.com");
+    const dsn = postfixDsn(id, "tls@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
+    const sent = await reportOverTls(tlsPort, verp(id), dsn);
+    expect(sent.response).toMatch(/^250 /);
+    expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "5.1.1" });
+  });
+
+  it("still takes mail in clear text (an MX cannot require TLS); without the settings no STARTTLS is offered", async () => {
+    const id = await sentEmail("clear@example.com");
+    const dsn = postfixDsn(id, "clear@example.com", "failed", "5.2.1", "550 5.2.1 Mailbox disabled");
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: tlsPort, ignoreTLS: true });
+    try {
+      expect(
+        (await transport.sendMail({ envelope: { from: "", to: [verp(id)] }, raw: dsn })).response,
+      ).toMatch(/^250 /);
+    } finally {
+      transport.close();
+    }
+    expect((await record(id)).delivery.state).toBe("bounced");
+    // The listener without a certificate (the other tests'): a sender requiring TLS cannot deliver.
+    await expect(reportOverTls(intakePort, verp(id), dsn)).rejects.toThrow(/STARTTLS/i);
+  });
+
+  it("start-up refuses a key that is not the certificate's, and a file it cannot read, naming the variable", async () => {
+    const mx = { keyFile: join(dir, "mx-key.pem"), certFile: join(dir, "mx-cert.pem") };
+    const other = await selfSigned("other.example", "other");
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: other.keyFile, BOUNCES_TLS_CERT_FILE: mx.certFile }),
+    ).toThrow(/BOUNCES_TLS_KEY_FILE \/ BOUNCES_TLS_CERT_FILE: not a PEM private key and its certificate/);
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: join(dir, "missing.pem"), BOUNCES_TLS_CERT_FILE: mx.certFile }),
+    ).toThrow(/BOUNCES_TLS_KEY_FILE: cannot read .*missing\.pem \(ENOENT\)/);
+    const garbage = join(dir, "garbage.pem");
+    await writeFile(garbage, "not a certificate");
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: mx.keyFile, BOUNCES_TLS_CERT_FILE: garbage }),
+    ).toThrow(/BOUNCES_TLS_CERT_FILE/);
   });
 });
