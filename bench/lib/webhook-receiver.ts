@@ -328,7 +328,6 @@ function runReceiver(): void {
   });
 }
 
-
 const NO_CONTENT = Buffer.from("HTTP/1.1 204 No Content\r\n\r\n", "latin1");
 const HEADERS_END = Buffer.from("\r\n\r\n", "latin1");
 
