@@ -320,6 +320,24 @@ export const configSchema = z.object({
   BOUNCES_MAX_CLIENTS: int(1, 10_000).default(100),
   /** SMTP connections one IP address may have open at once; more are refused (421). */
   BOUNCES_MAX_CONNECTIONS_PER_IP: int(1, 10_000).default(10),
+  /**
+   * The one address registered with mailbox providers' feedback loops (Yahoo CFL, Microsoft JMRP),
+   * which send their abuse reports there rather than to the return path, e.g. `fbl@BOUNCE_DOMAIN`
+   * (lower-cased; at BOUNCE_DOMAIN, checked by the bounces process). Unset: no such address is
+   * taken (docs/decisions/0040).
+   */
+  BOUNCES_FEEDBACK_ADDRESS: optionalString.pipe(
+    z
+      .email("must be an e-mail address")
+      .transform((address) => address.toLowerCase())
+      .optional(),
+  ),
+  /**
+   * STARTTLS on the bounces listener: the PEM private key and certificate (chain) files. Both or
+   * neither; unset, the listener offers no STARTTLS and mail servers deliver in clear text.
+   */
+  BOUNCES_TLS_KEY_FILE: optionalString,
+  BOUNCES_TLS_CERT_FILE: optionalString,
 });
 
 type Parsed = z.infer<typeof configSchema>;

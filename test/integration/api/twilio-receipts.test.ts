@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages, webhookDeliveries } from "../../../db/schema.js";
 import { createApp } from "../../../src/api/app.js";
 import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
+import { failInsertOnce } from "../../support/fail-once.js";
 import {
   FakeTwilio,
   type SentSms,
@@ -237,6 +238,33 @@ describe("Twilio status callbacks", () => {
       "rejected",
     );
     expect(fake.sent.filter((sent) => sent.fields.To === to)).toHaveLength(sentBefore);
+  });
+
+  it("an opt-out whose suppression entry fails to be written is not recorded either (500); the same callback again records both", async () => {
+    const { id, sms } = await sentSms();
+    const stops = async () => {
+      const listed = await h.app.request("/api/v1/suppressions?reason=stop&limit=1000", {
+        headers: { "x-api-key": org.apiKey },
+      });
+      const { suppressions } = (await listed.json()) as { suppressions: Array<{ message_id: string }> };
+      return suppressions.filter((entry) => entry.message_id === id);
+    };
+    const restore = await failInsertOnce(h.sql, "suppressions", id);
+    try {
+      const failed = await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } });
+      await expectError(failed, 500);
+      // Nothing half-written: the receipt is not there without its entry.
+      expect((await record(id)).delivery.state).toBe("unknown");
+      expect((await history(id)).filter((event) => event.type === "receipt")).toEqual([]);
+      expect(await stops()).toEqual([]);
+
+      // Sent again (Twilio's retry when its connection overrides ask for one, or a later callback).
+      expect((await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } })).status).toBe(200);
+      expect((await record(id)).delivery).toMatchObject({ state: "undelivered", error_code: "21610" });
+      expect(await stops()).toHaveLength(1);
+    } finally {
+      await restore();
+    }
   });
 
   it("an undelivered receipt for another reason suppresses nothing", async () => {

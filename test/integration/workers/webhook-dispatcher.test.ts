@@ -825,7 +825,9 @@ describe("claimDueDeliveries", () => {
   it("given three endpoints with two due events each, then claims of one from where the last stopped serve each endpoint once before any twice", async () => {
     const org = await onboard(h);
     const endpoints = await Promise.all(
-      ["/round/a", "/round/b", "/round/c"].map((path) => createEndpoint(org.apiKey, path, ["message.accepted"])),
+      ["/round/a", "/round/b", "/round/c"].map((path) =>
+        createEndpoint(org.apiKey, path, ["message.accepted"]),
+      ),
     );
     const ids = [await send(org.apiKey), await send(org.apiKey)];
     await final(ids);

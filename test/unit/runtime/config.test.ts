@@ -275,4 +275,31 @@ describe("loadBouncesConfig: the bounces process's own settings", () => {
       },
     );
   });
+
+  it("BOUNCES_FEEDBACK_ADDRESS: an address at BOUNCE_DOMAIN (lower-cased), never one that looks like a return path", () => {
+    const base = { NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" };
+    expect(loadBouncesConfig({ ...base, BOUNCES_FEEDBACK_ADDRESS: "FBL@Bounces.Example.com" })).toMatchObject(
+      {
+        BOUNCES_FEEDBACK_ADDRESS: "fbl@bounces.example.com",
+      },
+    );
+    expect(loadBouncesConfig(base).BOUNCES_FEEDBACK_ADDRESS).toBeUndefined();
+    for (const value of ["fbl", "fbl@example.com", "bounce+x@bounces.example.com"])
+      expect(() => loadBouncesConfig({ ...base, BOUNCES_FEEDBACK_ADDRESS: value }), value).toThrow(
+        /BOUNCES_FEEDBACK_ADDRESS/,
+      );
+  });
+
+  it("BOUNCES_TLS_KEY_FILE and BOUNCES_TLS_CERT_FILE: both or neither, naming the one missing", () => {
+    const base = { NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" };
+    expect(() => loadBouncesConfig({ ...base, BOUNCES_TLS_KEY_FILE: "/k.pem" })).toThrow(
+      /BOUNCES_TLS_CERT_FILE: required when BOUNCES_TLS_KEY_FILE/,
+    );
+    expect(() => loadBouncesConfig({ ...base, BOUNCES_TLS_CERT_FILE: "/c.pem" })).toThrow(
+      /BOUNCES_TLS_KEY_FILE: required when BOUNCES_TLS_CERT_FILE/,
+    );
+    expect(
+      loadBouncesConfig({ ...base, BOUNCES_TLS_KEY_FILE: "/k.pem", BOUNCES_TLS_CERT_FILE: "/c.pem" }),
+    ).toMatchObject({ BOUNCES_TLS_KEY_FILE: "/k.pem", BOUNCES_TLS_CERT_FILE: "/c.pem" });
+  });
 });

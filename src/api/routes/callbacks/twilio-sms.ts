@@ -8,7 +8,6 @@ import {
 } from "../../../channels/sms/receipts/twilio.js";
 import { errorResponse } from "../../../http/errors.js";
 import { recordReceipt } from "../../../messages/receipts.js";
-import { suppressRecipient } from "../../../store/suppressions.js";
 import { bodyLimit } from "../../register-routes.js";
 import type { AppDeps, AppEnv } from "../../types.js";
 
@@ -69,10 +68,7 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
     const { receipt } = callback;
     // Answered 200 whatever came of it: Twilio does not send a status callback again after an error.
     const outcome = UUID.test(messageId)
-      ? await recordReceipt(
-          { ...deps.store, suppress: (entry) => suppressRecipient(deps.db, entry) },
-          { messageId, channel: "sms", receipt, now: deps.now() },
-        )
+      ? await recordReceipt(deps.store, { messageId, channel: "sms", receipt, now: deps.now() })
       : "unknown_message";
     count(outcome);
     const fields = {
