@@ -17,6 +17,7 @@ import {
   type SuppressionCandidate,
 } from "../../../src/bounces/intake.js";
 import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
+import { postfixDsn as postfixDsnTo, yahooArf as yahooArfTo } from "../../support/email-reports.js";
 import { failInsertOnce } from "../../support/fail-once.js";
 import {
   createHarness,
@@ -180,121 +181,13 @@ async function report(to: string, raw: string, from = "") {
 
 const verp = (id: string) => `bounce+${id}@${DOMAIN}`;
 
-/** A Postfix bounce ("Undelivered Mail Returned to Sender"), as its bounce(8) daemon writes it. */
-function postfixDsn(
-  id: string,
-  recipient: string,
-  action: string,
-  status: string,
-  diagnostic: string,
-): string {
-  const boundary = "3F1A2C0B9E.1732500000/mx1.example.com";
-  return [
-    "Return-Path: <>",
-    `Received: by mx1.example.com (Postfix) id 3F1A2C0B9E; Mon, 25 Nov 2026 01:20:00 +0000 (UTC)`,
-    "Date: Mon, 25 Nov 2026 01:20:00 +0000 (UTC)",
-    "From: MAILER-DAEMON@mx1.example.com (Mail Delivery System)",
-    "Subject: Undelivered Mail Returned to Sender",
-    `To: ${verp(id)}`,
-    "Auto-Submitted: auto-replied",
-    "MIME-Version: 1.0",
-    `Content-Type: multipart/report; report-type=delivery-status;`,
-    `\tboundary="${boundary}"`,
-    "Content-Transfer-Encoding: 8bit",
-    "Message-Id: <20261125012000.3F1A2C0B9E@mx1.example.com>",
-    "",
-    "This is a MIME-encapsulated message.",
-    "",
-    `--${boundary}`,
-    "Content-Description: Notification",
-    "Content-Type: text/plain; charset=us-ascii",
-    "",
-    "This is the mail system at host mx1.example.com.",
-    "",
-    "I'm sorry to have to inform you that your message could not",
-    "be delivered to one or more recipients.",
-    "",
-    `<${recipient}>: host mail.example.com[192.0.2.25] said: ${diagnostic}`,
-    "",
-    `--${boundary}`,
-    "Content-Description: Delivery report",
-    "Content-Type: message/delivery-status",
-    "",
-    "Reporting-MTA: dns; mx1.example.com",
-    "X-Postfix-Queue-ID: 3F1A2C0B9E",
-    `X-Postfix-Sender: rfc822; ${verp(id)}`,
-    "Arrival-Date: Mon, 25 Nov 2026 01:19:58 +0000 (UTC)",
-    "",
-    `Final-Recipient: rfc822; ${recipient}`,
-    `Original-Recipient: rfc822;${recipient}`,
-    `Action: ${action}`,
-    `Status: ${status}`,
-    "Remote-MTA: dns; mail.example.com",
-    `Diagnostic-Code: smtp; ${diagnostic.slice(0, 30)}`,
-    `    ${diagnostic.slice(30)}`,
-    "",
-    `--${boundary}`,
-    "Content-Description: Undelivered Message Headers",
-    "Content-Type: text/rfc822-headers",
-    "",
-    `Return-Path: <${verp(id)}>`,
-    "From: ACME <hello@acme.test>",
-    `To: ${recipient}`,
-    "Subject: Hello",
-    `X-Notification-Id: ${id}`,
-    "",
-    `--${boundary}--`,
-    "",
-  ].join("\r\n");
-}
+/** A Postfix bounce of message `id`, to its return path (test/support/email-reports.ts). */
+const postfixDsn = (id: string, recipient: string, action: string, status: string, diagnostic: string) =>
+  postfixDsnTo(verp(id), id, recipient, action, status, diagnostic);
 
-/** An abuse report as Yahoo's complaint feedback loop sends it (RFC 5965 ARF). */
-function yahooArf(id: string, recipient: string, feedbackType = "abuse"): string {
-  const boundary = "----=_Part_1234_567890.1732500000000";
-  return [
-    "From: feedbackloop@comcast.yahoo.example",
-    `To: ${verp(id)}`,
-    "Subject: FW: Hello",
-    "Date: Mon, 25 Nov 2026 01:25:00 +0000",
-    "MIME-Version: 1.0",
-    `Content-Type: multipart/report; report-type=feedback-report; boundary="${boundary}"`,
-    "",
-    `--${boundary}`,
-    "Content-Type: text/plain; charset=us-ascii",
-    "Content-Transfer-Encoding: 7bit",
-    "",
-    "This is an email abuse report for an email message received from IP 192.0.2.10 on Mon, 25 Nov 2026 01:10:00 +0000",
-    "",
-    `--${boundary}`,
-    "Content-Type: message/feedback-report",
-    "",
-    `Feedback-Type: ${feedbackType}`,
-    "User-Agent: Yahoo!-Mail-Feedback/2.0",
-    "Version: 1",
-    `Original-Mail-From: <${verp(id)}>`,
-    `Original-Rcpt-To: <${recipient}>`,
-    "Arrival-Date: Mon, 25 Nov 2026 01:10:00 +0000",
-    "Reporting-MTA: dns; mta1.feedback.yahoo.example",
-    "Source-IP: 192.0.2.10",
-    "",
-    `--${boundary}`,
-    "Content-Type: message/rfc822",
-    "Content-Disposition: inline",
-    "",
-    `Return-Path: <${verp(id)}>`,
-    "From: ACME <hello@acme.test>",
-    `To: ${recipient}`,
-    "Subject: Hello",
-    `X-Notification-Id: ${id}`,
-    "MIME-Version: 1.0",
-    "Content-Type: text/plain",
-    "",
-    "Hello",
-    "",
-    `--${boundary}--`,
-    "",
-  ].join("\r\n");
-}
+/** A Yahoo feedback-loop report about message `id`, to its return path. */
+const yahooArf = (id: string, recipient: string, feedbackType = "abuse") =>
+  yahooArfTo(verp(id), id, recipient, feedbackType);
 
 /**
  * An abuse report as Microsoft's JMRP sends it to the one address registered with it (not to the
