@@ -303,7 +303,7 @@ export function renderMarkdown(report: BenchReport): string {
         `(wall clock until the poll saw all final: ${e2e.wallS} s${e2e.allFinalWithinBound ? "" : `; **only ${fmt(e2e.events.messages)} final within the 120 s bound**`}); ` +
         `accept→final p50 ${fmt(e2e.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(e2e.events.acceptToFinalMs.p99)} ms**, ` +
         `max ${fmt(e2e.events.acceptToFinalMs.max)} ms (of which accepted → first attempt: p50 ${fmt(e2e.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(e2e.events.acceptToFirstAttemptMs.p99)} ms); outcomes ${JSON.stringify(e2e.events.byStatus)}. ` +
-        `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}.`,
+        `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}; WAL per message: ${fmt(e2e.walBytesPerMessage)} bytes.`,
       "",
     );
   }
