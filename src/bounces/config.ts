@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { z } from "zod";
@@ -86,13 +87,31 @@ export function loadBouncesTls(
     }
   };
   const tls = { key: read("BOUNCES_TLS_KEY_FILE", keyFile), cert: read("BOUNCES_TLS_CERT_FILE", certFile) };
+  const refuse = (name: string, what: string, error?: unknown) => {
+    const why = error instanceof Error ? ` (${error.message})` : "";
+    return new ConfigError(`Invalid configuration:\n  ${name}: ${what}${why}`);
+  };
+  // Each file on its own (Node's TLS context takes an empty key or certificate as none, and would
+  // then offer a STARTTLS whose every handshake fails), so the message names the one at fault.
+  let key: KeyObject;
+  let cert: X509Certificate;
+  try {
+    key = createPrivateKey(tls.key);
+  } catch (error) {
+    throw refuse("BOUNCES_TLS_KEY_FILE", `${keyFile} is not a PEM private key`, error);
+  }
+  try {
+    cert = new X509Certificate(tls.cert);
+  } catch (error) {
+    throw refuse("BOUNCES_TLS_CERT_FILE", `${certFile} is not a PEM certificate`, error);
+  }
+  if (!cert.checkPrivateKey(key)) {
+    throw refuse("BOUNCES_TLS_KEY_FILE", `${keyFile} is not the private key of ${certFile}'s certificate`);
+  }
   try {
     createSecureContext(tls);
   } catch (error) {
-    const why = error instanceof Error ? error.message : String(error);
-    throw new ConfigError(
-      `Invalid configuration:\n  BOUNCES_TLS_KEY_FILE / BOUNCES_TLS_CERT_FILE: not a PEM private key and its certificate (${why})`,
-    );
+    throw refuse("BOUNCES_TLS_CERT_FILE", `${certFile} and its key do not make a TLS context`, error);
   }
   return tls;
 }

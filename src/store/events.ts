@@ -211,7 +211,11 @@ export async function appendEvents(
   events: readonly MessageEvent[],
   suppress: readonly NewSuppression[] = [],
 ): Promise<MessageState> {
-  if (events.length === 0) return state;
+  if (events.length === 0) {
+    // Never the entry without the receipt that calls for it.
+    if (suppress.length > 0) throw new Error("suppression entries without an event to append");
+    return state;
+  }
   const [next] = await writeAppends(sql, [{ state, events }], suppress);
   return next as MessageState;
 }

@@ -83,8 +83,12 @@ export function suppressionRows(entries: readonly NewSuppression[]): Array<Recor
  */
 export function insertSuppressionsFrom(source: string): string {
   return `insert into suppressions (organization_id, channel, recipient_key, recipient_sealed, reason, message_id)
-  select organization_id, channel, recipient_key, decode(recipient_sealed, 'base64'), reason, message_id
-  from ${source}
+  select e.organization_id, e.channel, e.recipient_key, decode(e.recipient_sealed, 'base64'), e.reason, e.message_id
+  from (select * from ${source}) e
+  -- Not for an organization whose data was erased (no live data key): a receipt arriving after
+  -- the erasure must not bring back an entry it deleted.
+  where exists (select 1 from organization_data_keys k
+    where k.organization_id = e.organization_id and k.wrapped_key is not null)
   on conflict (organization_id, channel, recipient_key) do nothing`;
 }
 

@@ -93,8 +93,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /**
  * The message a feedback report is about, from its copy of the original message (for the reports
  * that come to the fixed feedback address, not to a return path): the `X-Notification-Id` header,
- * else the message id in `Message-ID: <{id}@…>`. Null when neither names one of ours, or when both
- * are there and disagree (not a message we sent as it is).
+ * else (absent or not a message id) the message id in `Message-ID: <{id}@…>`. Null when neither
+ * names one. A relay may replace the `Message-ID` with its own: the header wins. (Requiring the two
+ * to agree would stop no forger, who writes both; what protects a message is that its id cannot be
+ * guessed, decision 0040.)
  */
 export function messageIdOfOriginal(original: OriginalMessage | null): string | null {
   if (!original) return null;
@@ -103,8 +105,6 @@ export function messageIdOfOriginal(original: OriginalMessage | null): string | 
     /^<?([^@<>\s]+)@[^<>\s]+>?$/.exec(original.messageId?.trim() ?? "")?.[1]?.toLowerCase() ?? "";
   const named = UUID.test(fromHeader) ? fromHeader : null;
   const identified = UUID.test(fromMessageId) ? fromMessageId : null;
-  if (named && identified && named !== identified) return null;
-  if (original.notificationId !== null && !named) return null;
   return named ?? identified;
 }
 
