@@ -33,7 +33,7 @@ const PRUNE_INTERVAL_MS = 60_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "worker" });
-  await assertUsableRedis(config.REDIS_URL, logger);
+  await assertUsableRedis(config.REDIS, logger);
   // Fail fast on an unreachable database, like the web process: the gate below waits it out.
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
@@ -44,8 +44,8 @@ async function main(): Promise<void> {
   // The Queue (relay, sweeper, metrics) fails fast while Redis is away: an abandoned addBulk or a
   // sweep's pipeline must not wait in ioredis's offline queue (replayed all at once on reconnect,
   // and holding up shutdown). The Worker waits for Redis, on a connection of its own.
-  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
-  const workerRedis = createRedis(config.REDIS_URL, "patient", logger);
+  const redis = createRedis(config.REDIS, "fail-fast", logger);
+  const workerRedis = createRedis(config.REDIS, "patient", logger);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
   // On the patient client, which waits for the connection instead of failing before it.
@@ -61,7 +61,7 @@ async function main(): Promise<void> {
   };
   const redisHealth = new RedisHealth({
     logger,
-    probe: () => probeRedisWrite(redis, config.QUEUE_PREFIX),
+    probe: () => probeRedisWrite(redis, config.REDIS, [queue.toKey("health-probe")]),
     onStalled: () => {
       metrics.redisStalled(true);
       pauseWorker();

@@ -31,7 +31,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
-  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
+  const redis = createRedis(config.REDIS, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);

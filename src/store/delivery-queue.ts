@@ -1,14 +1,20 @@
 import { type JobsOptions, Queue } from "bullmq";
-import type { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { type PriorityTier, QUEUE_PRIORITY } from "../domain/priority.js";
 
-export const DELIVERY_QUEUE = "deliveries";
+/**
+ * The delivery queue's name. The braces are a Redis Cluster hash tag: every key of the queue
+ * (`<prefix>:{deliveries}:…`) hashes to one slot, as BullMQ's scripts need on a cluster (they
+ * touch several keys at once; without the tag: CROSSSLOT). On one node the tag changes nothing
+ * but the key names (docs/decisions/0041 says how an upgrade moves from `deliveries`).
+ */
+export const DELIVERY_QUEUE = "{deliveries}";
 
 export interface DeliveryJobData {
   messageId: string;
 }
 
-export function createDeliveryQueue(connection: Redis, prefix: string): Queue<DeliveryJobData> {
+export function createDeliveryQueue(connection: Redis | Cluster, prefix: string): Queue<DeliveryJobData> {
   return new Queue<DeliveryJobData>(DELIVERY_QUEUE, { connection, prefix });
 }
 

@@ -18,6 +18,7 @@ import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
 import { systemTxtResolver } from "../../src/runtime/dns.js";
+import { createRedis } from "../../src/runtime/redis.js";
 import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
@@ -40,13 +41,15 @@ export function simulatorProviders(overrides: Partial<Providers> = {}): Provider
 
 /**
  * The real stack in-process, isolated: this run's database, and a BullMQ prefix of its own so
- * no other test file's worker takes its jobs.
+ * no other test file's worker takes its jobs. Redis: the machine's, unless `env` names a cluster
+ * (`REDIS_CLUSTER_NODES`) or Sentinels (`REDIS_SENTINELS`).
  */
 export function createHarness(env: Record<string, string> = {}) {
+  const otherRedis = Boolean(env.REDIS_CLUSTER_NODES || env.REDIS_SENTINELS);
   const config: Config = loadConfig({
     NODE_ENV: "test",
     DATABASE_URL: inject("databaseUrl"),
-    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    ...(otherRedis ? {} : { REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" }),
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
     ...GENEROUS_LIMITS,
@@ -54,7 +57,7 @@ export function createHarness(env: Record<string, string> = {}) {
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null });
+  const redis = createRedis(config.REDIS, "patient", silentLogger);
   const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
   const metrics = createMetrics({ process: "web", queue, db });
   // Made as the processes make them: one message store for the app, one delivery store for its workers.
@@ -110,7 +113,7 @@ export function createHarness(env: Record<string, string> = {}) {
         metrics: options.metrics,
       });
       const worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
-        connection: new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }),
+        connection: createRedis(config.REDIS, "patient", silentLogger),
         prefix: config.QUEUE_PREFIX,
         concurrency: options.concurrency ?? 20,
       });
