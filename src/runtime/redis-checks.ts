@@ -27,7 +27,7 @@ export async function assertUsableRedis(topology: RedisTopology, logger: Logger)
           new Redis({
             ...nodeOptions(topology, "check"),
             ...sentinelOptions(topology),
-            failoverDetector: false,
+            sentinelRetryStrategy: () => null,
           }),
           topology,
         );

@@ -98,8 +98,9 @@ export function sentinelOptions(topology: Extract<RedisTopology, { kind: "sentin
     ...(topology.sentinelPassword ? { sentinelPassword: topology.sentinelPassword } : {}),
     ...(topology.tls ? { enableTLSForSentinelMode: true, sentinelTLS: topology.tls } : {}),
     sentinelRetryStrategy: retryStrategy,
-    // Told of a failover by the Sentinels themselves, not only by the next failed command.
-    failoverDetector: true,
+    // No `failoverDetector`: its reconnect, racing the one a killed primary causes, can leave the
+    // client ended for good ("Connection is closed", status end: a worker that never takes a job
+    // again). A dropped connection or a READONLY is what sends the client back to the Sentinels.
     // A primary the Sentinels demoted answers READONLY until the client asks them again: do so,
     // and send the refused command again (it did not run).
     reconnectOnError: (error) => (/^READONLY\b/.test(error.message) ? 2 : false),
