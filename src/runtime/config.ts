@@ -140,6 +140,19 @@ export const configSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,40}$/, "letters, digits, _ and - only")
     .default("ntf"),
+  /**
+   * Delivery queues, each with a hash tag of its own (on a cluster: its own slot, so masters
+   * share the queue's load); each message goes to the shard of its id (docs/decisions/0041).
+   */
+  QUEUE_SHARDS: int(1, 64).default(1),
+  /** The shards this worker takes jobs from (0-based, comma-separated); unset: all of them. */
+  QUEUE_SHARDS_CONSUMED: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\s*\d{1,2}\s*(,\s*\d{1,2}\s*)*$/, "must be shard numbers (0-based), comma-separated")
+      .transform((list) => [...new Set(list.split(",").map((n) => Number(n.trim())))].sort((a, b) => a - b))
+      .optional(),
+  ),
   ONBOARDING_TOKEN: optionalString.pipe(z.string().min(16, "must be at least 16 characters").optional()),
   ADMIN_USER: optionalString,
   ADMIN_PASSWORD: optionalString,
@@ -375,7 +388,10 @@ export type Config = Omit<
   | "PUSH_ENDPOINT_HOSTS"
   | "SENDER_VERIFICATION"
   | "DNS_SERVERS"
+  | "QUEUE_SHARDS_CONSUMED"
 > & {
+  /** The shards this worker consumes: QUEUE_SHARDS_CONSUMED, or every shard. */
+  QUEUE_SHARDS_CONSUMED: readonly number[];
   SENDER_VERIFICATION: NonNullable<Parsed["SENDER_VERIFICATION"]>;
   /** null: the system's DNS servers. */
   DNS_SERVERS: readonly string[] | null;
@@ -436,6 +452,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (production && !c.WEBHOOK_SECRET_KEY) {
     problems.push("WEBHOOK_SECRET_KEY: required when NODE_ENV=production (base64 of 32 random bytes)");
   }
+  const missingShard = c.QUEUE_SHARDS_CONSUMED?.find((shard) => shard >= c.QUEUE_SHARDS);
+  if (missingShard !== undefined) {
+    problems.push(
+      `QUEUE_SHARDS_CONSUMED: there is no shard ${missingShard} (QUEUE_SHARDS=${c.QUEUE_SHARDS}: shards 0 to ${c.QUEUE_SHARDS - 1})`,
+    );
+  }
   const redis = redisTopologyFrom(c, Boolean(env.REDIS_URL));
   problems.push(...redis.problems);
   if (problems.length > 0 || !redis.topology) {
@@ -444,6 +466,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     ...c,
     REDIS: redis.topology,
+    QUEUE_SHARDS_CONSUMED:
+      c.QUEUE_SHARDS_CONSUMED ?? Array.from({ length: c.QUEUE_SHARDS }, (_, shard) => shard),
     SMS_PROVIDER: smsProvider ?? "simulator",
     EMAIL_PROVIDER: emailProvider ?? "simulator",
     PUSH_PROVIDER: pushProvider ?? "simulator",

@@ -6,7 +6,7 @@ import { FaultScenario } from "../support/scenario.js";
 
 /**
  * Issue 18 (decision 0041): the Procfile's web and two workers on a Redis Cluster (3 masters, 3
- * replicas) and on a Sentinel-managed primary; mid-flow the Redis master that holds the delivery
+ * replicas, QUEUE_SHARDS=3) and on a Sentinel-managed primary; mid-flow the Redis master that holds the delivery
  * queue is killed (SIGKILL) and its replica takes over, then a worker is SIGKILLed. Every message
  * accepted reaches one final state, none is lost, none has two.
  */
@@ -71,7 +71,8 @@ describe("given a Redis Cluster whose queue master dies mid-flow, and then a wor
     cleanups.push(() => cluster.close());
     const s = await FaultScenario.start("redis-cluster-failover", {
       providerLatencyMs: 30,
-      env: { ...fastWorkers, REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds },
+      // Three shards: one per master; the one killed holds shard 0.
+      env: { ...fastWorkers, REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds, QUEUE_SHARDS: "3" },
     });
     cleanups.push(() => s.close());
     await runFlow(s, async () => {

@@ -122,6 +122,28 @@ describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
   });
 });
 
+describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
+  let h: Harness;
+  beforeAll(() => {
+    h = createHarness({ REDIS_CLUSTER_NODES: cluster.seeds, QUEUE_SHARDS: "3" });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("puts each shard on a master of its own and delivers every message once", async () => {
+    const prefix = h.config.QUEUE_PREFIX;
+    const masters = await Promise.all(
+      h.queues.all.map((queue) => cluster.masterOf(`${prefix}:${queue.name}:meta`)),
+    );
+    expect(new Set(masters.map((node) => node.port)).size).toBe(3);
+    const org = await onboard(h);
+    h.startWorker();
+    const ids = await sendAll(h, org.apiKey, 30);
+    await allFinalOnce(h, org.id, ids, 30_000);
+  }, 60_000);
+});
+
 describe("given a primary managed by Sentinels (REDIS_SENTINELS, REDIS_SENTINEL_NAME)", () => {
   let h: Harness;
   beforeAll(() => {
