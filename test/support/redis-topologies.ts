@@ -237,6 +237,21 @@ export class RedisClusterUnderTest {
    */
   async killMaster(node: Node, timeoutMs = 30_000): Promise<void> {
     await node.kill();
+    // Until the others notice (the node timeout), they still call the dead node the slots' master.
+    await until(
+      async () => {
+        const running = this.nodes.find((n) => n.running);
+        const redis = running?.client();
+        try {
+          const shards = (await redis?.call("CLUSTER", "SLOTS")) as Array<[number, number, [string, number]]>;
+          return shards.every(([, , [, port]]) => port !== node.port) ? true : undefined;
+        } finally {
+          redis?.disconnect();
+        }
+      },
+      timeoutMs,
+      `a replica to take over the slots of ${node.address}`,
+    );
     await this.waitUntilHealthy(timeoutMs);
   }
 

@@ -41,21 +41,27 @@ async function untilSent(flow: { sent: () => number }, count: number): Promise<v
   while (flow.sent() < count) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
-async function runFlow(s: FaultScenario, failover: () => Promise<void>): Promise<void> {
+async function runFlow(s: FaultScenario, what: string, failover: () => Promise<void>): Promise<void> {
   onTestFailed(() => console.error(s.logs()));
   await s.startWeb();
   await s.onboard();
   const [, doomed] = [await s.superviseWorker(), await s.startWorker()];
   const flow = keepSending(s, 4);
   await untilSent(flow, 60);
+  const killedAt = flow.sent();
+  const started = Date.now();
   await failover();
+  const failoverMs = Date.now() - started;
   await untilSent(flow, flow.sent() + 60);
   await doomed.stop("SIGKILL");
   await untilSent(flow, flow.sent() + 40);
   await flow.stop();
   expect(await s.waitForFinal(s.accepted, 60_000)).toEqual([]);
   const audit = await s.audit();
-  s.record(audit);
+  s.record(
+    audit,
+    `${what} killed after ${killedAt} sends, new primary in ${(failoverMs / 1000).toFixed(1)} s; then a worker SIGKILLed`,
+  );
   await expectSoundOutcome(s, audit);
 }
 
@@ -75,7 +81,7 @@ describe("given a Redis Cluster whose queue master dies mid-flow, and then a wor
       env: { ...fastWorkers, REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds, QUEUE_SHARDS: "3" },
     });
     cleanups.push(() => s.close());
-    await runFlow(s, async () => {
+    await runFlow(s, "the master of shard 0", async () => {
       const master = await cluster.masterOf(`${s.env.QUEUE_PREFIX}:${DELIVERY_QUEUE}:meta`);
       await cluster.killMaster(master);
     });
@@ -96,6 +102,6 @@ describe("given a Sentinel-managed primary killed mid-flow, and then a worker", 
       },
     });
     cleanups.push(() => s.close());
-    await runFlow(s, () => group.failover("kill"));
+    await runFlow(s, "the primary", () => group.failover("kill"));
   }, 120_000);
 });
