@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -393,6 +393,117 @@ export class SentinelGroupUnderTest {
 
   async close(): Promise<void> {
     await Promise.all([...this.sentinels, ...this.data].map((node) => node.kill()));
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A Redis that speaks TLS only, its certificate (for 127.0.0.1) signed by a CA of the test's own:
+ * `caFile` is what REDIS_TLS_CA_FILE names.
+ */
+export class TlsRedisUnderTest {
+  readonly #node: Node;
+  readonly #dir: string;
+  readonly caFile: string;
+
+  private constructor(node: Node, dir: string, caFile: string) {
+    this.#node = node;
+    this.#dir = dir;
+    this.caFile = caFile;
+  }
+
+  static async start(): Promise<TlsRedisUnderTest> {
+    const dir = mkdtempSync(join(tmpdir(), "redis-tls-"));
+    const file = (name: string) => join(dir, name);
+    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    await run("openssl", [
+      "req",
+      "-x509",
+      ...ec,
+      "-keyout",
+      file("ca.key"),
+      "-out",
+      file("ca.pem"),
+      "-days",
+      "1",
+      "-subj",
+      "/CN=test-ca",
+    ]);
+    await run("openssl", [
+      "req",
+      ...ec,
+      "-keyout",
+      file("server.key"),
+      "-out",
+      file("server.csr"),
+      "-subj",
+      "/CN=127.0.0.1",
+    ]);
+    writeFileSync(file("ext.cnf"), "subjectAltName=IP:127.0.0.1\n");
+    await run("openssl", [
+      "x509",
+      "-req",
+      "-in",
+      file("server.csr"),
+      "-CA",
+      file("ca.pem"),
+      "-CAkey",
+      file("ca.key"),
+      "-CAcreateserial",
+      "-out",
+      file("server.pem"),
+      "-days",
+      "1",
+      "-extfile",
+      file("ext.cnf"),
+    ]);
+    const port = await freeNodePort();
+    const node = new Node(port, [
+      ...baseArgs(0, dir),
+      "--tls-port",
+      String(port),
+      "--tls-cert-file",
+      file("server.pem"),
+      "--tls-key-file",
+      file("server.key"),
+      "--tls-ca-cert-file",
+      file("ca.pem"),
+      "--tls-auth-clients",
+      "no",
+    ]);
+    const server = new TlsRedisUnderTest(node, dir, file("ca.pem"));
+    try {
+      await until(
+        async () => {
+          const redis = new Redis(port, "127.0.0.1", {
+            tls: { ca: readFileSync(file("ca.pem"), "utf8") },
+            maxRetriesPerRequest: 0,
+            retryStrategy: () => null,
+          });
+          redis.on("error", () => {});
+          try {
+            return (await redis.ping()) === "PONG" ? true : undefined;
+          } finally {
+            redis.disconnect();
+          }
+        },
+        10_000,
+        "the TLS Redis",
+      );
+      return server;
+    } catch (error) {
+      await server.close();
+      throw error;
+    }
+  }
+
+  /** `rediss://127.0.0.1:<port>`. */
+  get url(): string {
+    return `rediss://127.0.0.1:${this.#node.port}`;
+  }
+
+  async close(): Promise<void> {
+    await this.#node.kill();
     rmSync(this.#dir, { recursive: true, force: true });
   }
 }

@@ -1,5 +1,7 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
+import { nodeOptions } from "../../../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite } from "../../../src/runtime/redis-checks.js";
 import { DELIVERY_QUEUE } from "../../../src/store/delivery-queue.js";
 import { sweep } from "../../../workers/sweeper.js";
@@ -11,7 +13,11 @@ import {
   sendSms,
   silentLogger,
 } from "../../support/harness.js";
-import { RedisClusterUnderTest, SentinelGroupUnderTest } from "../../support/redis-topologies.js";
+import {
+  RedisClusterUnderTest,
+  SentinelGroupUnderTest,
+  TlsRedisUnderTest,
+} from "../../support/redis-topologies.js";
 
 /**
  * The service on the Redis topologies of decision 0041, in-process (app, relay, BullMQ worker,
@@ -191,5 +197,39 @@ describe("given a primary managed by Sentinels (REDIS_SENTINELS, REDIS_SENTINEL_
     await expect(assertUsableRedis(sentinelAsUrl.REDIS, silentLogger)).rejects.toThrow(
       /REDIS_URL: Redis at 127\.0\.0\.1:\d+ is a Sentinel, not a data node: give the Sentinels as REDIS_SENTINELS/,
     );
+  });
+});
+
+describe("given a Redis that speaks TLS only (rediss://, REDIS_TLS_CA_FILE)", () => {
+  let tls: TlsRedisUnderTest;
+  let h: Harness;
+  beforeAll(async () => {
+    tls = await TlsRedisUnderTest.start();
+    h = createHarness({ REDIS_URL: tls.url, REDIS_TLS_CA_FILE: tls.caFile });
+  }, 30_000);
+  afterAll(async () => {
+    await h?.close();
+    await tls?.close();
+  });
+
+  it("checks it, and delivers through it with the certificate verified against the CA file", async () => {
+    await expect(assertUsableRedis(h.config.REDIS, silentLogger)).resolves.toBeUndefined();
+    const org = await onboard(h);
+    h.startWorker();
+    const ids = await sendAll(h, org.apiKey, 5);
+    await allFinalOnce(h, org.id, ids, 20_000);
+  });
+
+  it("refuses the certificate without the CA file (never unverified)", async () => {
+    const untrusted = loadConfig({ NODE_ENV: "test", REDIS_URL: tls.url }).REDIS;
+    const redis = new Redis(
+      untrusted.kind === "single" ? untrusted.url : "",
+      nodeOptions(untrusted, "check"),
+    );
+    const errors: Error[] = [];
+    redis.on("error", (error: Error) => errors.push(error));
+    await expect(redis.connect()).rejects.toThrow();
+    redis.disconnect();
+    expect(errors.map((e) => e.message).join("\n")).toMatch(/self[- ]signed|unable to verify|certificate/i);
   });
 });
