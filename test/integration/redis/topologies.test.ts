@@ -131,7 +131,12 @@ describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
 describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
   let h: Harness;
   beforeAll(() => {
-    h = createHarness({ REDIS_CLUSTER_NODES: cluster.seeds, QUEUE_SHARDS: "3" });
+    h = createHarness({
+      REDIS_CLUSTER_NODES: cluster.seeds,
+      QUEUE_SHARDS: "3",
+      ADMIN_USER: "ops",
+      ADMIN_PASSWORD: "board-password",
+    });
   });
   afterAll(async () => {
     await h?.close();
@@ -147,6 +152,18 @@ describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
     h.startWorker();
     const ids = await sendAll(h, org.apiKey, 30);
     await allFinalOnce(h, org.id, ids, 30_000);
+
+    // The dashboard and the metrics see every shard, read from the cluster.
+    const board = await h.app.request("/admin/queues/api/queues", {
+      headers: { authorization: `Basic ${Buffer.from("ops:board-password").toString("base64")}` },
+    });
+    expect(board.status).toBe(200);
+    const { queues } = (await board.json()) as { queues: Array<{ name: string }> };
+    expect(queues.map((q) => q.name).sort()).toEqual(h.queues.all.map((q) => q.name).sort());
+    const metrics = await (await h.app.request("/metrics")).text();
+    for (const queue of h.queues.all) {
+      expect(metrics).toContain(`notification_queue_jobs{queue="${queue.name}",state="wait"`);
+    }
   }, 60_000);
 });
 
