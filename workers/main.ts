@@ -13,6 +13,7 @@ import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbo
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
+import { describeRedis } from "../src/runtime/redis-topology.js";
 import { webhookSecrets } from "../src/runtime/webhook-secrets.js";
 import { createContentVault } from "../src/store/content.js";
 import { type DeliveryJobData, DeliveryQueues } from "../src/store/delivery-queue.js";
@@ -217,6 +218,7 @@ async function main(): Promise<void> {
     {
       concurrency: config.WORKER_CONCURRENCY,
       shards: consumed.map((shard) => queues.all[shard]?.name),
+      redis: describeRedis(config.REDIS),
       providers: Object.fromEntries(Object.entries(providers).map(([channel, { name }]) => [channel, name])),
     },
     "delivery worker started",

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadBouncesConfig } from "../../../src/bounces/config.js";
 import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
+import { describeRedis } from "../../../src/runtime/redis-topology.js";
 
 const production = {
   NODE_ENV: "production",
@@ -371,6 +372,20 @@ describe("loadConfig: where Redis is (REDIS_URL, a cluster, Sentinels)", () => {
     expect(problems({ ...local, REDIS_SENTINELS: "s1:70000", REDIS_SENTINEL_NAME: "m" })).toMatch(
       /REDIS_SENTINELS: must be host:port entries/,
     );
+  });
+
+  it("describes where Redis is for the logs without a user or password", () => {
+    expect(describeRedis(loadConfig({ ...local, REDIS_URL: "redis://u:secret@cache:6380" }).REDIS)).toBe(
+      "cache:6380",
+    );
+    expect(
+      describeRedis(
+        loadConfig({ ...local, REDIS_CLUSTER_NODES: "a:1,[::1]:2", REDIS_PASSWORD: "secret" }).REDIS,
+      ),
+    ).toBe("the cluster of a:1,[::1]:2");
+    expect(
+      describeRedis(loadConfig({ ...local, REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }).REDIS),
+    ).toBe('the primary "m" of the Sentinels s:26379');
   });
 
   it("refuses credentials given twice, or a user without a password", () => {
