@@ -156,6 +156,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       organizationId: delivery.organizationId,
       attemptId: deps.newId(),
       attemptsBefore: delivery.attempts,
+      leasedUntil: delivery.leasedUntil,
       eventId,
       eventType: delivery.eventType,
     };
@@ -263,6 +264,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       organizationId: delivery.organizationId,
       attemptId: deps.newId(),
       attemptsBefore: delivery.attempts,
+      leasedUntil: delivery.leasedUntil,
       eventId: webhookEventId(delivery.messageId, delivery.seq),
       eventType: delivery.eventType,
       attemptedAt: at,

@@ -23,6 +23,8 @@ export interface ClaimedDelivery {
   eventType: string;
   /** Attempts made before this one. */
   attempts: number;
+  /** The claim's lease (`leased_until` as Postgres writes it): its settle's fencing token. */
+  leasedUntil: string;
   /** The event's `occurred_at` (ISO 8601): the lag to the endpoint's 2xx is measured from it. */
   eventAt: string;
   /** The stored event; an `accepted` event's data is left out (it holds the content, which no body carries). */
@@ -62,7 +64,7 @@ export interface ClaimOptions {
 /** What a claim took, and the endpoint the next claim starts after. */
 export interface Claim {
   deliveries: ClaimedDelivery[];
-  /** The last endpoint this claim took from (null: none), for `ClaimOptions.after`. */
+  /** The last endpoint this claim took from (the last claim's cursor when it took nothing; null before any), for `ClaimOptions.after`. */
   cursor: string | null;
 }
 
@@ -120,9 +122,11 @@ leased as (
   -- Only an unindexed column: a HOT update, no index entry written.
   update webhook_deliveries d set leased_until = now() + $4::integer * interval '1 millisecond'
   from claimed c where d.id = c.id
-  returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts
+  returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts,
+    d.leased_until
 )
 select l.id, l.endpoint_id, l.organization_id, l.message_id, l.seq, l.event_type, l.attempts,
+  l.leased_until::text as leased_until,
   ${iso("l.event_at")} as event_at,
   m.channel, m.priority, m.notification_type,
   ev.type, ev.retry_count, case when ev.type = 'accepted' then '{}' else ev.data::text end as data,
@@ -137,6 +141,7 @@ order by l.id`;
 
 interface ClaimRow {
   id: string | number;
+  leased_until: string;
   endpoint_id: string;
   organization_id: string;
   message_id: string;
@@ -212,6 +217,7 @@ function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
     seq: row.seq,
     eventType: row.event_type,
     attempts: row.attempts,
+    leasedUntil: row.leased_until,
     eventAt: row.event_at,
     event: {
       type: row.type,
@@ -244,6 +250,12 @@ export interface DeliverySettlement {
   attemptId: string;
   /** The delivery's attempts when it was claimed (`ClaimedDelivery.attempts`): a replayed settle changes nothing twice. */
   attemptsBefore: number;
+  /**
+   * The claim's lease (`ClaimedDelivery.leasedUntil`): a retry is settled only while the row still
+   * holds that lease, so a settle that comes after the lease ran out and another worker claimed
+   * the row does not clear that worker's lease (which would let a third claim it while in flight).
+   */
+  leasedUntil: string;
   eventId: string;
   eventType: string;
   attemptedAt: Date;
@@ -324,7 +336,7 @@ with o as (
   select * from json_to_recordset($1::json) as o(delivery_id bigint, attempt_id uuid, endpoint_id uuid,
     organization_id uuid, event_id text, event_type text, attempted_at timestamptz, duration_ms integer,
     status_code smallint, error_class text, error_code text, retry_at timestamptz, gave_up boolean,
-    attempts_before integer)
+    attempts_before integer, leased_until timestamptz)
 ),
 changes as (
   select s.endpoint_id, f.failing_since, w.enabled as was_enabled,
@@ -349,6 +361,7 @@ removed as (
 rescheduled as (
   update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased_until = null
   from o where d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
+    and d.leased_until = o.leased_until
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),
 dropped as (
@@ -395,6 +408,7 @@ export async function settleDeliveries(
     retry_at: s.result === "retry" && s.retryAt ? s.retryAt.toISOString() : null,
     gave_up: s.result === "given_up" || s.result === "gone",
     attempts_before: s.attemptsBefore,
+    leased_until: s.leasedUntil,
   }));
   const rows = await runStatement<Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>>(
     sql,

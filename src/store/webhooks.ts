@@ -210,8 +210,8 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       select ${request.endpointId}::uuid, ${request.organizationId}::uuid, message_id, seq, event_type, occurred_at
       from chosen
       order by occurred_at, message_id, seq
-      -- One pending already is not doubled; one waiting on a retry is brought forward (not one
-      -- leased to a worker: that would send it twice at once and break its message's order).
+      -- One pending already is not doubled; one waiting on a retry is brought forward. One leased
+      -- to a worker is left alone (its lease, not its due time, keeps it from a second claim).
       on conflict on constraint webhook_deliveries_event_unique do update
         set next_attempt_at = least(webhook_deliveries.next_attempt_at, now())
         where webhook_deliveries.attempts > 0

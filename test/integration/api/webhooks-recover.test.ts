@@ -270,6 +270,13 @@ describe("recovering a webhook endpoint's events", () => {
       where id = ${waiting?.id}`);
     await h.db.execute(sql`update webhook_deliveries set attempts = 1,
       leased_until = now() + interval '30 seconds' where id = ${held?.id}`);
+    const leaseOf = async () =>
+      (
+        await h.db.execute<{ leased_until: string }>(
+          sql`select leased_until::text as leased_until from webhook_deliveries where id = ${held?.id}`,
+        )
+      )[0]?.leased_until;
+    const heldLease = await leaseOf();
     const stored = await findWebhookEndpoint(h.db, org.id, endpoint);
     if (!stored) throw new Error("endpoint not stored");
 
@@ -287,6 +294,8 @@ describe("recovering a webhook endpoint's events", () => {
       { seq: 1, attempts: 1, due: true, leased: false },
       { seq: 3, attempts: 1, due: false, leased: true },
     ]);
+    // The worker's lease is left as it was.
+    expect(await leaseOf()).toBe(heldLease);
     expect(waiting?.message_id).toBe(id);
   });
 

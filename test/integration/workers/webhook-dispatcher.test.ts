@@ -641,6 +641,7 @@ describe("settleDeliveries", () => {
       organizationId,
       attemptId: uuidv7(),
       attemptsBefore: 0,
+      leasedUntil: "2026-11-25 12:00:00+00",
       eventId: "evt_x_1",
       eventType: "message.accepted",
       attemptedAt: new Date(at),
@@ -688,6 +689,14 @@ describe("settleDeliveries", () => {
   });
 });
 
+/** Leases a delivery as a claim does (for `span` from now); returns the lease as the claim reads it. */
+async function lease(deliveryId: number, span = "30 seconds"): Promise<string> {
+  const [row] = await h.sql<Array<{ leased_until: string }>>`
+    update webhook_deliveries set leased_until = now() + ${span}::interval where id = ${deliveryId}
+    returning leased_until::text as leased_until`;
+  return row?.leased_until ?? "";
+}
+
 /** A delivery row written directly (the settle and the purge need no event behind it). */
 async function insertDelivery(endpointId: string, organizationId: string, attempts = 0): Promise<number> {
   const [row] = await h.sql<Array<{ id: string }>>`
@@ -702,7 +711,7 @@ describe("settling again what was settled (a lost reply)", () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/replay");
     const deliveryId = await insertDelivery(endpoint.id, org.id);
-    await h.sql`update webhook_deliveries set leased_until = now() + interval '30 seconds' where id = ${deliveryId}`;
+    const leasedUntil = await lease(deliveryId);
     const retryAt = new Date(Date.now() + 3_600_000);
     const batch: DeliverySettlement[] = [
       {
@@ -711,6 +720,7 @@ describe("settling again what was settled (a lost reply)", () => {
         organizationId: org.id,
         attemptId: uuidv7(),
         attemptsBefore: 0,
+        leasedUntil,
         eventId: "evt_replay_1",
         eventType: "message.accepted",
         attemptedAt: new Date(),
@@ -729,6 +739,40 @@ describe("settling again what was settled (a lost reply)", () => {
     const [row] = await h.sql<Array<{ attempts: number; leased: boolean }>>`
       select attempts, leased_until is not null as leased from webhook_deliveries where id = ${deliveryId}`;
     expect(row).toEqual({ attempts: 1, leased: false });
+    expect(await attemptsOf(endpoint.id)).toHaveLength(1);
+  });
+
+  it("given a retry settled after its lease ran out and another worker claimed the row, then that worker's lease is kept", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/fenced");
+    const deliveryId = await insertDelivery(endpoint.id, org.id);
+    const first = await lease(deliveryId);
+    // The first worker's lease ran out; a second worker claimed the row: a lease of its own.
+    const second = await lease(deliveryId, "1 minute");
+    expect(second).not.toBe(first);
+    const late: DeliverySettlement = {
+      deliveryId,
+      endpointId: endpoint.id,
+      organizationId: org.id,
+      attemptId: uuidv7(),
+      attemptsBefore: 0,
+      leasedUntil: first,
+      eventId: "evt_fenced_1",
+      eventType: "message.accepted",
+      attemptedAt: new Date(),
+      durationMs: 10_000,
+      statusCode: null,
+      errorClass: "timeout",
+      errorCode: "ETIMEDOUT",
+      result: "retry",
+      retryAt: new Date(Date.now() - 1000),
+    };
+    await settleDeliveries(h.sql, [late], { now: new Date(), failingDisableMs: 5 * 86_400_000 });
+    const [row] = await h.sql<Array<{ attempts: number; leased_until: string }>>`
+      select attempts, leased_until::text as leased_until from webhook_deliveries where id = ${deliveryId}`;
+    // Not rescheduled (no attempt counted, the second worker's lease intact): not claimable meanwhile.
+    expect(row).toEqual({ attempts: 0, leased_until: second });
+    // The late attempt is still on the record.
     expect(await attemptsOf(endpoint.id)).toHaveLength(1);
   });
 
