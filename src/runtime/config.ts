@@ -289,6 +289,13 @@ export const configSchema = z.object({
       .transform((value) => value.replace(/\/+$/, ""))
       .optional(),
   ),
+  /**
+   * How long messages (their records and events) are kept, in days (docs/decisions/0042): the
+   * worker drops each day's partitions once the day is older, so a message stays between this
+   * and one more day. At least 7: a webhook delivery of a message's event may be retried for 5
+   * days, and its claim reads the message.
+   */
+  MESSAGE_RETENTION_DAYS: int(7, 36_500).default(90),
   /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
   WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
   /**

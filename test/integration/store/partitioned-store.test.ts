@@ -1,0 +1,208 @@
+import { randomUUID } from "node:crypto";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { drizzle } from "drizzle-orm/postgres-js";
+import { migrate } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { dropDatabase, ensureDatabase, migrationsFolder } from "../../../db/migrate.js";
+
+/**
+ * `message_events` and `messages` partitioned by day on `message_id` (docs/decisions/0042): the
+ * migration moves an existing database's rows without losing or changing one, and without
+ * sending a webhook again; the append-only rules hold on every partition; an id is looked up in
+ * one partition. In a database of this file's own, migrated in two steps.
+ */
+
+const DAY = 86_400_000;
+const organizationId = randomUUID();
+const now = Date.now();
+/** Ids made at these instants: today, three days ago, 200 days ago, 30 days ahead, and a UUIDv4. */
+const ids = {
+  today: uuidv7({ msecs: now }),
+  threeDaysAgo: uuidv7({ msecs: now - 3 * DAY }),
+  longAgo: uuidv7({ msecs: now - 200 * DAY }),
+  ahead: uuidv7({ msecs: now + 30 * DAY }),
+  notV7: randomUUID(),
+};
+/** Filler messages of today, so the planner has a table worth an index. */
+const FILLER = 3000;
+
+let url = "";
+let admin: postgres.Sql;
+
+/** The migrations folder without its last migration (the one under test): the database before it. */
+function migrationsBeforePartitioning(): string {
+  const folder = migrationsFolder();
+  const journal = JSON.parse(readFileSync(join(folder, "meta", "_journal.json"), "utf8")) as {
+    entries: Array<{ tag: string }>;
+  };
+  const entries = journal.entries.slice(0, -1);
+  expect(journal.entries.at(-1)?.tag).toMatch(/partitioned-store$/);
+  const dir = mkdtempSync(join(tmpdir(), "migrations-"));
+  mkdirSync(join(dir, "meta"));
+  writeFileSync(join(dir, "meta", "_journal.json"), JSON.stringify({ ...journal, entries }));
+  for (const { tag } of entries) copyFileSync(join(folder, `${tag}.sql`), join(dir, `${tag}.sql`));
+  return dir;
+}
+
+async function migrateWith(folder: string) {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await migrate(drizzle(sql), { migrationsFolder: folder });
+  } finally {
+    await sql.end();
+  }
+}
+
+/** Every row of both tables, as JSON, in key order. */
+async function snapshot() {
+  const events = await admin<Array<{ row: Record<string, unknown> }>>`
+    select to_jsonb(e) as row from message_events e order by message_id, seq`;
+  const records = await admin<Array<{ row: Record<string, unknown> }>>`
+    select to_jsonb(m) as row from messages m order by message_id`;
+  return { events: events.map((r) => r.row), records: records.map((r) => r.row) };
+}
+
+/** Where each of the named messages' rows is: the partition of its event 1 and of its record. */
+async function partitionsOf(messageIds: string[]) {
+  const rows = await admin<Array<{ message_id: string; events: string; record: string }>>`
+    select e.message_id, e.tableoid::regclass::text as events, m.tableoid::regclass::text as record
+    from message_events e join messages m using (message_id)
+    where e.message_id = any(${messageIds}::uuid[]) and e.seq = 1`;
+  return new Map(rows.map((row) => [row.message_id, { events: row.events, record: row.record }]));
+}
+
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10).replaceAll("-", "");
+
+let before: Awaited<ReturnType<typeof snapshot>>;
+let deliveriesBefore = 0;
+let positionBefore = 0;
+
+beforeAll(async () => {
+  const base = new URL(inject("databaseUrl"));
+  base.pathname = `/${base.pathname.slice(1)}_partitions_${randomUUID().slice(0, 8)}`;
+  url = base.toString();
+  await ensureDatabase(url);
+  const earlier = migrationsBeforePartitioning();
+  try {
+    await migrateWith(earlier);
+  } finally {
+    rmSync(earlier, { recursive: true, force: true });
+  }
+  admin = postgres(url, { max: 1, onnotice: () => {} });
+
+  // A database in use: an organization with a webhook endpoint (the fan-out trigger of migration
+  // 0012 queues a delivery per accepted event), messages of several days with three events each,
+  // sealed content and blind indexes, and filler.
+  await admin`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Partitions', true)`;
+  await admin`
+    insert into webhook_endpoints (id, organization_id, url, event_types, enabled, secret_sealed, created_at, updated_at)
+    values (${randomUUID()}, ${organizationId}, 'https://hooks.example.com/', array['message.accepted'], true, '\\x00', now(), now())`;
+  const filler = Array.from({ length: FILLER }, () => uuidv7());
+  await admin`
+    with made as (select unnest(${[...Object.values(ids), ...filler]}::uuid[]) as id),
+    events as (
+      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at,
+        content_enc, recipient_keys)
+      select id, ${organizationId}, s.seq, s.type, 0, jsonb_build_object('id', id) || s.data, now(),
+        case when s.seq = 1 then '\\xdeadbeef'::bytea end,
+        case when s.seq = 1 then array[md5(id::text)] end
+      from made cross join (values
+        (1, 'accepted', '{"channel":"sms","priority":"medium"}'::jsonb),
+        (2, 'pending', '{"kind":"attempt_started","attempt":1}'::jsonb),
+        (3, 'success', '{"attempt":1,"provider":"simulator","providerMessageId":"x"}'::jsonb)
+      ) as s(seq, type, data)
+    )
+    insert into messages (message_id, organization_id, product_id, channel, status, priority,
+      sender, retry_enabled, retry_count, version, created_at, updated_at, content_enc, recipient_keys,
+      delivery_state, delivery_updated_at)
+    select id, ${organizationId}, 'p', 'sms', 'success', 'medium', 'ACME', true, 0, 3, now(), now(),
+      '\\xdeadbeef'::bytea, array[md5(id::text)], 'delivered', now()
+    from made`;
+  before = await snapshot();
+  const [deliveries] = await admin<
+    Array<{ count: number }>
+  >`select count(*)::int as count from webhook_deliveries`;
+  deliveriesBefore = deliveries?.count ?? 0;
+  const [position] = await admin<
+    Array<{ max: number }>
+  >`select max(position)::int as max from message_events`;
+  positionBefore = position?.max ?? 0;
+
+  await migrateWith(migrationsFolder());
+}, 60_000);
+
+afterAll(async () => {
+  await admin?.end();
+  await dropDatabase(url);
+});
+
+describe("the migration to partitioned tables", () => {
+  it("moves every row of both tables, unchanged", async () => {
+    expect(before.events).toHaveLength(3 * (FILLER + 5));
+    expect(before.records).toHaveLength(FILLER + 5);
+    const after = await snapshot();
+    expect(after.events).toEqual(before.events);
+    expect(after.records).toEqual(before.records);
+  });
+
+  it("puts each message in its day's partition, and an id that is no UUIDv7 in the default one", async () => {
+    const where = await partitionsOf(Object.values(ids));
+    expect(where.get(ids.today)).toEqual({
+      events: `message_events_p${dayOf(now)}`,
+      record: `messages_p${dayOf(now)}`,
+    });
+    expect(where.get(ids.threeDaysAgo)?.events).toBe(`message_events_p${dayOf(now - 3 * DAY)}`);
+    expect(where.get(ids.longAgo)?.record).toBe(`messages_p${dayOf(now - 200 * DAY)}`);
+    expect(where.get(ids.ahead)?.events).toBe(`message_events_p${dayOf(now + 30 * DAY)}`);
+    expect(where.get(ids.notV7)).toEqual({ events: "message_events_default", record: "messages_default" });
+    // And the coming week's partitions are there before any message needs them.
+    const [next] = await admin<Array<{ exists: boolean }>>`
+      select to_regclass(${`messages_p${dayOf(now + 7 * DAY)}`}) is not null as exists`;
+    expect(next?.exists).toBe(true);
+  });
+
+  it("sends no webhook again, and an event appended afterwards is fanned out as before", async () => {
+    const count = async () =>
+      (await admin<Array<{ count: number }>>`select count(*)::int as count from webhook_deliveries`)[0]
+        ?.count;
+    expect(deliveriesBefore).toBe(FILLER + 5);
+    expect(await count()).toBe(deliveriesBefore);
+    const id = uuidv7();
+    const [appended] = await admin<Array<{ position: number }>>`
+      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+      values (${id}, ${organizationId}, 1, 'accepted', 0, '{}', now())
+      returning position::int as position`;
+    expect(await count()).toBe(deliveriesBefore + 1);
+    // The position sequence goes on from where it was.
+    expect(appended?.position).toBeGreaterThan(positionBefore);
+  });
+
+  it("keeps message_events append-only on every partition: no UPDATE, DELETE or TRUNCATE", async () => {
+    const refused = { code: "23001" }; // restrict_violation
+    await expect(
+      admin`update message_events set retry_count = 1 where message_id = ${ids.today}`,
+    ).rejects.toMatchObject(refused);
+    await expect(admin`delete from message_events where message_id = ${ids.notV7}`).rejects.toMatchObject(
+      refused,
+    );
+    await expect(admin`truncate message_events`).rejects.toMatchObject(refused);
+    await expect(admin.unsafe(`truncate message_events_p${dayOf(now)}`)).rejects.toMatchObject(refused);
+    await expect(admin`truncate message_events_default`).rejects.toMatchObject(refused);
+    // The default partition's exception for rows moving to a new partition is for that alone.
+    await expect(
+      admin.begin(async (tx) => {
+        await tx`select set_config('notify.moving_from_default', 'on', true)`;
+        await tx`delete from message_events where message_id = ${ids.today}`;
+      }),
+    ).rejects.toMatchObject(refused);
+    // Keys refuse a duplicate event, as the optimistic concurrency of appends needs.
+    await expect(
+      admin`insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+        values (${ids.today}, ${organizationId}, 3, 'success', 0, '{}', now())`,
+    ).rejects.toMatchObject({ code: "23505", constraint_name: `message_events_p${dayOf(now)}_pkey` });
+  });
+});
