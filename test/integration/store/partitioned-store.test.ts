@@ -8,6 +8,9 @@ import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dropDatabase, ensureDatabase, migrationsFolder } from "../../../db/migrate.js";
+import { LOAD_EVENTS } from "../../../src/store/events.js";
+import { FIND_RECORDS } from "../../../src/store/records.js";
+import { LOAD_FOR_DELIVERY } from "../../../workers/delivery-store.js";
 
 /**
  * `message_events` and `messages` partitioned by day on `message_id` (docs/decisions/0042): the
@@ -204,5 +207,59 @@ describe("the migration to partitioned tables", () => {
       admin`insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
         values (${ids.today}, ${organizationId}, 3, 'success', 0, '{}', now())`,
     ).rejects.toMatchObject({ code: "23505", constraint_name: `message_events_p${dayOf(now)}_pkey` });
+  });
+});
+
+/**
+ * The plan Postgres runs a prepared statement with once it has run it a few times (when it may
+ * switch to a generic plan), with the partitions it read: those of its lines not marked `never
+ * executed`.
+ */
+async function executedPlan(statement: string, types: string, args: string) {
+  return admin.begin(async (tx) => {
+    await tx.unsafe(`prepare lookup(${types}) as ${statement}`);
+    for (let run = 0; run < 8; run++) await tx.unsafe(`execute lookup(${args})`);
+    const rows = await tx.unsafe<Array<{ "QUERY PLAN": string }>>(
+      `explain (analyze, costs off, timing off, summary off) execute lookup(${args})`,
+    );
+    await tx.unsafe("deallocate lookup");
+    const lines = rows.map((row) => row["QUERY PLAN"]);
+    const read = lines
+      .filter((line) => !line.includes("never executed"))
+      .flatMap((line) => [...line.matchAll(/ on ((?:messages|message_events)_(?:p\d{8}|default))\b/g)])
+      .map((match) => match[1]);
+    return { plan: lines.join("\n"), partitions: [...new Set(read)].sort() };
+  });
+}
+
+describe("a lookup by id", () => {
+  beforeAll(async () => {
+    await admin`analyze messages`;
+    await admin`analyze message_events`;
+  });
+
+  it("reads one partition's primary key: the API's grouped read of records", async () => {
+    const { plan, partitions } = await executedPlan(FIND_RECORDS, "uuid[]", `array['${ids.today}']::uuid[]`);
+    expect(partitions).toEqual([`messages_p${dayOf(now)}`]);
+    expect(plan).toContain(`messages_p${dayOf(now)}_pkey`);
+    expect(plan).not.toContain("Seq Scan");
+  });
+
+  it("reads one partition per day of the ids asked for, and nothing else: the worker's grouped load", async () => {
+    const { plan, partitions } = await executedPlan(
+      LOAD_FOR_DELIVERY,
+      "uuid[]",
+      `array['${ids.today}', '${ids.threeDaysAgo}']::uuid[]`,
+    );
+    expect(partitions).toEqual([`message_events_p${dayOf(now - 3 * DAY)}`, `message_events_p${dayOf(now)}`]);
+    // (The three-day-old partition holds 3 rows: a scan of it is the planner's right choice.)
+    expect(plan).toContain(`message_events_p${dayOf(now)}_pkey`);
+    expect(plan).not.toContain(`Seq Scan on message_events_p${dayOf(now)}`);
+  });
+
+  it("reads one partition's primary key: a message's history", async () => {
+    const { plan, partitions } = await executedPlan(LOAD_EVENTS, "uuid", `'${ids.today}'`);
+    expect(partitions).toEqual([`message_events_p${dayOf(now)}`]);
+    expect(plan).toContain(`message_events_p${dayOf(now)}_pkey`);
   });
 });

@@ -1,0 +1,161 @@
+import { randomUUID } from "node:crypto";
+import type postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDatabase, type Database } from "../../../db/client.js";
+import { loadEvents } from "../../../src/store/events.js";
+import { pageOfMessages } from "../../../src/store/listing.js";
+import { rebuildProjections } from "../../../src/store/rebuild.js";
+import { createRecordFinder } from "../../../src/store/records.js";
+import { maintainMessagePartitions, utcDay } from "../../../workers/message-partitions.js";
+import { testContentVault } from "../../support/content-keys.js";
+import { createOwnDatabase } from "../../support/own-database.js";
+
+/**
+ * The worker's upkeep of the day partitions (docs/decisions/0042): the coming days made ahead,
+ * the days past MESSAGE_RETENTION_DAYS dropped whole, after which a message is not found, exactly
+ * like an unknown one, by any reader; rows the default partition took moved to the day partition
+ * made for them. In a database of this file's own: it drops and creates tables.
+ */
+
+const DAY = 86_400_000;
+const NOW = Date.now();
+const organizationId = randomUUID();
+
+let dropOwnDatabase: () => Promise<void> = async () => {};
+let database: { db: Database; sql: postgres.Sql };
+
+beforeAll(async () => {
+  const own = await createOwnDatabase("partitions");
+  dropOwnDatabase = own.drop;
+  database = createDatabase({ url: own.url, poolSize: 2 });
+  await database.sql`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Partitions', true)`;
+});
+
+afterAll(async () => {
+  await database?.sql.end();
+  await dropOwnDatabase();
+});
+
+/** A message accepted at `at` and attempted, with its record, written as the store writes them before content is sealed. */
+async function addMessage(id: string, at: number) {
+  const createdAt = new Date(at).toISOString();
+  await database.sql`
+    with events as (
+      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+      values
+        (${id}, ${organizationId}, 1, 'accepted', 0,
+          jsonb_build_object('id', ${id}::text, 'channel', 'sms', 'recipient', '+14155550100', 'sender', 'ACME',
+            'body', 'kept?', 'organizationId', ${organizationId}::text, 'productId', 'p', 'priority', 'medium',
+            'notificationType', null, 'retryEnabled', true, 'expiresAt', '2999-01-01T00:00:00.000Z'),
+          ${createdAt}::timestamptz),
+        (${id}, ${organizationId}, 2, 'pending', 0, '{"kind":"attempt_started","attempt":1}', ${createdAt}::timestamptz)
+    )
+    insert into messages (message_id, organization_id, product_id, channel, status, priority,
+      recipient, sender, body, retry_enabled, retry_count, version, created_at, updated_at)
+    values (${id}, ${organizationId}, 'p', 'sms', 'pending', 'medium', '+14155550100', 'ACME', 'kept?',
+      true, 0, 2, ${createdAt}::timestamptz, ${createdAt}::timestamptz)`;
+}
+
+/** The partitions holding the message's event 1 and record. */
+async function whereIs(id: string) {
+  const [row] = await database.sql<Array<{ events: string; record: string }>>`
+    select e.tableoid::regclass::text as events, m.tableoid::regclass::text as record
+    from message_events e join messages m using (message_id) where e.message_id = ${id} and e.seq = 1`;
+  return row;
+}
+
+const partitionName = (table: string, at: number) => `${table}_p${utcDay(new Date(at)).replaceAll("-", "")}`;
+
+async function exists(table: string): Promise<boolean> {
+  const [row] = await database.sql<Array<{ exists: boolean }>>`select to_regclass(${table}) is not null as exists`;
+  return row?.exists ?? false;
+}
+
+describe("the day partitions", () => {
+  it("are made ahead, and the days past retention are dropped whole: their messages are then found by no reader", async () => {
+    // Partitions of 100 days ago, as a worker made them then, and a message of that day; one of
+    // 89 days ago (in retention) and one of today.
+    await maintainMessagePartitions(database.sql, { now: new Date(NOW - 100 * DAY), retentionDays: 90, aheadDays: 0 });
+    await maintainMessagePartitions(database.sql, { now: new Date(NOW - 89 * DAY), retentionDays: 90, aheadDays: 0 });
+    const old = uuidv7({ msecs: NOW - 100 * DAY });
+    const kept = uuidv7({ msecs: NOW - 89 * DAY });
+    const recent = uuidv7({ msecs: NOW });
+    for (const [id, at] of [
+      [old, NOW - 100 * DAY],
+      [kept, NOW - 89 * DAY],
+      [recent, NOW],
+    ] as const)
+      await addMessage(id, at);
+    expect(await whereIs(old)).toEqual({
+      events: partitionName("message_events", NOW - 100 * DAY),
+      record: partitionName("messages", NOW - 100 * DAY),
+    });
+    const findRecord = createRecordFinder(database.sql, testContentVault(database.sql));
+    expect((await findRecord(organizationId, old))?.messageId).toBe(old);
+
+    const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 90 });
+
+    expect(result.dropped).toBe(2); // the day of 100 days ago: its partition of each table
+    expect(result.defaultHoldsRows).toBe(false);
+    expect(await exists(partitionName("messages", NOW - 100 * DAY))).toBe(false);
+    expect(await exists(partitionName("message_events", NOW - 100 * DAY))).toBe(false);
+    for (let day = 0; day <= 7; day++) expect(await exists(partitionName("messages", NOW + day * DAY))).toBe(true);
+    // GET /messages/{id}, its events, the listing, the rebuild: the old message is gone from all.
+    expect(await findRecord(organizationId, old)).toBeUndefined();
+    expect(await loadEvents(database.sql, old, organizationId)).toEqual([]);
+    expect((await findRecord(organizationId, kept))?.messageId).toBe(kept);
+    expect((await loadEvents(database.sql, kept, organizationId)).map((stored) => stored.seq)).toEqual([1, 2]);
+    const page = await pageOfMessages(database.db, testContentVault(database.sql), organizationId, { limit: 10 });
+    expect(page.rows.map((row) => row.messageId)).toEqual([recent, kept]);
+    expect(await rebuildProjections(database.sql)).toBe(2);
+    expect((await findRecord(organizationId, recent))?.body).toBe("kept?");
+  });
+
+  it("take the rows the default partition held for their day, losing none", async () => {
+    // An id from 20 days ahead: no partition yet, so the default one takes it.
+    const ahead = uuidv7({ msecs: NOW + 20 * DAY });
+    await addMessage(ahead, NOW + 20 * DAY);
+    expect(await whereIs(ahead)).toEqual({ events: "message_events_default", record: "messages_default" });
+    const rowsOf = async () =>
+      database.sql<Array<{ row: unknown }>>`
+        select to_jsonb(e) as row from message_events e where message_id = ${ahead}
+        union all select to_jsonb(m) from messages m where message_id = ${ahead}`;
+    const before = await rowsOf();
+
+    // A worker 15 days from now makes the partitions up to 22 days ahead.
+    const result = await maintainMessagePartitions(database.sql, {
+      now: new Date(NOW + 15 * DAY),
+      retentionDays: 3650,
+    });
+
+    expect(result.created).toBeGreaterThanOrEqual(2);
+    expect(result.defaultHoldsRows).toBe(false);
+    expect(await whereIs(ahead)).toEqual({
+      events: partitionName("message_events", NOW + 20 * DAY),
+      record: partitionName("messages", NOW + 20 * DAY),
+    });
+    expect(await rowsOf()).toEqual(before);
+    // Still append-only there.
+    await expect(database.sql`delete from message_events where message_id = ${ahead}`).rejects.toMatchObject({
+      code: "23001",
+    });
+  });
+
+  it("leave an id that is no UUIDv7 in the default partition, which retention never drops, and say so", async () => {
+    const notV7 = randomUUID();
+    await addMessage(notV7, NOW);
+    const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 7 });
+    expect(result.defaultHoldsRows).toBe(true);
+    expect(await whereIs(notV7)).toEqual({ events: "message_events_default", record: "messages_default" });
+  });
+
+  it("are kept by every worker at once without a clash: they take turns", async () => {
+    const now = new Date(NOW + 40 * DAY);
+    const results = await Promise.all(
+      [1, 2, 3].map(() => maintainMessagePartitions(database.sql, { now, retentionDays: 3650 })),
+    );
+    // Days 40 to 47 ahead are new (the previous test made up to 22): 8 days, 2 tables each, once.
+    expect(results.reduce((sum, result) => sum + result.created, 0)).toBe(16);
+  });
+});
