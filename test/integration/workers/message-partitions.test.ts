@@ -68,7 +68,9 @@ async function whereIs(id: string) {
 const partitionName = (table: string, at: number) => `${table}_p${utcDay(new Date(at)).replaceAll("-", "")}`;
 
 async function exists(table: string): Promise<boolean> {
-  const [row] = await database.sql<Array<{ exists: boolean }>>`select to_regclass(${table}) is not null as exists`;
+  const [row] = await database.sql<
+    Array<{ exists: boolean }>
+  >`select to_regclass(${table}) is not null as exists`;
   return row?.exists ?? false;
 }
 
@@ -76,8 +78,16 @@ describe("the day partitions", () => {
   it("are made ahead, and the days past retention are dropped whole: their messages are then found by no reader", async () => {
     // Partitions of 100 days ago, as a worker made them then, and a message of that day; one of
     // 89 days ago (in retention) and one of today.
-    await maintainMessagePartitions(database.sql, { now: new Date(NOW - 100 * DAY), retentionDays: 90, aheadDays: 0 });
-    await maintainMessagePartitions(database.sql, { now: new Date(NOW - 89 * DAY), retentionDays: 90, aheadDays: 0 });
+    await maintainMessagePartitions(database.sql, {
+      now: new Date(NOW - 100 * DAY),
+      retentionDays: 90,
+      aheadDays: 0,
+    });
+    await maintainMessagePartitions(database.sql, {
+      now: new Date(NOW - 89 * DAY),
+      retentionDays: 90,
+      aheadDays: 0,
+    });
     const old = uuidv7({ msecs: NOW - 100 * DAY });
     const kept = uuidv7({ msecs: NOW - 89 * DAY });
     const recent = uuidv7({ msecs: NOW });
@@ -100,13 +110,18 @@ describe("the day partitions", () => {
     expect(result.defaultHoldsRows).toBe(false);
     expect(await exists(partitionName("messages", NOW - 100 * DAY))).toBe(false);
     expect(await exists(partitionName("message_events", NOW - 100 * DAY))).toBe(false);
-    for (let day = 0; day <= 7; day++) expect(await exists(partitionName("messages", NOW + day * DAY))).toBe(true);
+    for (let day = 0; day <= 7; day++)
+      expect(await exists(partitionName("messages", NOW + day * DAY))).toBe(true);
     // GET /messages/{id}, its events, the listing, the rebuild: the old message is gone from all.
     expect(await findRecord(organizationId, old)).toBeUndefined();
     expect(await loadEvents(database.sql, old, organizationId)).toEqual([]);
     expect((await findRecord(organizationId, kept))?.messageId).toBe(kept);
-    expect((await loadEvents(database.sql, kept, organizationId)).map((stored) => stored.seq)).toEqual([1, 2]);
-    const page = await pageOfMessages(database.db, testContentVault(database.sql), organizationId, { limit: 10 });
+    expect((await loadEvents(database.sql, kept, organizationId)).map((stored) => stored.seq)).toEqual([
+      1, 2,
+    ]);
+    const page = await pageOfMessages(database.db, testContentVault(database.sql), organizationId, {
+      limit: 10,
+    });
     expect(page.rows.map((row) => row.messageId)).toEqual([recent, kept]);
     expect(await rebuildProjections(database.sql)).toBe(2);
     expect((await findRecord(organizationId, recent))?.body).toBe("kept?");

@@ -236,6 +236,21 @@ describe("loadConfig: PUBLIC_BASE_URL (Twilio's status callbacks, docs/decisions
   });
 });
 
+describe("loadConfig: MESSAGE_RETENTION_DAYS (docs/decisions/0042)", () => {
+  it("keeps messages 90 days unless told otherwise", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).MESSAGE_RETENTION_DAYS).toBe(90);
+    expect(loadConfig({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: "30" }).MESSAGE_RETENTION_DAYS).toBe(30);
+  });
+
+  it("refuses fewer than 7 days (webhook retries and recovery still read a message), or no whole number", () => {
+    for (const value of ["6", "0", "-1", "1.5", "ninety"]) {
+      expect(problems({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: value }), value).toMatch(
+        /MESSAGE_RETENTION_DAYS/,
+      );
+    }
+  });
+});
+
 describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)", () => {
   it("is unset unless given; a domain is lower-cased; the prefix defaults to `bounce`", () => {
     expect(loadConfig({ NODE_ENV: "test" }).BOUNCE_DOMAIN).toBeUndefined();
