@@ -31,6 +31,16 @@ export function startApiProcess(config: Config, logger: Logger): void {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
+  // A read replica, when one is named: listings, and records and histories before the primary.
+  const replica =
+    config.DATABASE_READ_URL === undefined
+      ? undefined
+      : createDatabase({
+          url: config.DATABASE_READ_URL,
+          poolSize: config.DATABASE_POOL_SIZE,
+          statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+          connectTimeoutSeconds: 1.5,
+        });
   const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
@@ -44,11 +54,12 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const ownMetrics = createMetrics({ process: "web", queue, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
-  const store = messageStoreFor(config, sql, logger);
+  const store = messageStoreFor(config, sql, logger, replica?.sql);
   const now = () => new Date();
   const deps = {
     config,
     db,
+    readDb: replica?.db,
     store,
     queue,
     logger,
@@ -82,7 +93,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     await renderSandbox.close();
     await queue.close();
     redis.disconnect();
-    await sql.end({ timeout: 5 });
+    await Promise.all([sql.end({ timeout: 5 }), replica?.sql.end({ timeout: 5 })]);
   });
 }
 
@@ -91,9 +102,15 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(config: Config, sql: postgres.Sql, logger?: Logger): MessageStore {
+export function messageStoreFor(
+  config: Config,
+  sql: postgres.Sql,
+  logger?: Logger,
+  readSql?: postgres.Sql,
+): MessageStore {
   return createMessageStore({
     sql,
+    readSql,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
     content: createContentVault(sql, config, logger),

@@ -17,6 +17,11 @@ import type { KeyOwner } from "../store/organizations.js";
 export interface AppDeps {
   config: Config;
   db: Database;
+  /**
+   * A read replica (DATABASE_READ_URL) for listings, which may lag behind `db`; the store's
+   * reads of one message use theirs, with the primary on a miss.
+   */
+  readDb?: Database;
   /** Messages' events and records, with the batches every request shares. */
   store: MessageStore;
   queue: Queue<DeliveryJobData>;

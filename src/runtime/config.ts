@@ -84,6 +84,14 @@ export const configSchema = z.object({
   PORT: int(0, 65535).default(3000),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
   /**
+   * A read replica of DATABASE_URL's Postgres (optional): the API reads records, histories and
+   * listings there; a record or history it has not (yet) is read from the primary, so a GET right
+   * after a 202 never 404s; a listing may lag by the replica's delay (docs/operations.md).
+   */
+  DATABASE_READ_URL: optionalString.pipe(
+    z.url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" }).optional(),
+  ),
+  /**
    * The API's operator port: `/readyz`, `/metrics` and `/admin/queues` leave the public port for
    * this one (`/healthz` stays on both). Unset: they stay on `PORT`.
    */

@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { isDatabaseUnavailable, postgresError } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept, type SealedAccept } from "./accept-batcher.js";
@@ -51,6 +52,11 @@ export interface MessageStoreOptions {
   limits?: QueueLimits;
   /** Seals each accepted message's content before it is written; opens records for reading. */
   content: ContentVault;
+  /**
+   * A read replica's client (DATABASE_READ_URL): records and histories are read there first, and
+   * from `sql` when it has not the message (yet: it lags) or cannot answer.
+   */
+  readSql?: postgres.Sql;
 }
 
 /**
@@ -62,6 +68,7 @@ const MAX_SEALINGS = 4;
 
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
   const { sql, limits, content } = options;
+  const readSql = options.readSql ?? sql;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
     async accept(pending) {
@@ -79,9 +86,17 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
         }
       }
     },
-    findRecord: createRecordFinder(sql, content, limits),
+    findRecord: orFromPrimary(
+      options.readSql && createRecordFinder(options.readSql, content, limits),
+      createRecordFinder(sql, content, limits),
+      (record) => record !== undefined,
+    ),
     // The history shows no content: its events are read without opening it.
-    loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+    loadEvents: orFromPrimary(
+      options.readSql && ((organizationId, messageId) => loadEvents(readSql, messageId, organizationId)),
+      (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+      (events) => events.length > 0,
+    ),
     async loadMessage(messageId) {
       const events = await loadEvents(sql, messageId);
       return { state: fold(events.map((stored) => stored.event)), events };
@@ -92,6 +107,32 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     eraseRecipient: (organizationId, recipient) =>
       eraseRecipientContent(sql, content, organizationId, recipient),
     holdsIdempotencyKey: (organizationId, key, at) => holdsIdempotencyKey(sql, organizationId, key, at),
+  };
+}
+
+const SERIALIZATION_FAILURE = "40001";
+
+/**
+ * A read from the replica (when there is one), made again on the primary when the replica's
+ * answer is not `found` (it may not have the message yet: it lags) or the replica cannot answer
+ * now (down, restarting, cancelling it: {@link isDatabaseUnavailable}, or a conflict with recovery). So a message the API
+ * accepted is never a 404 because of the replica; an unknown one costs a read on each.
+ */
+export function orFromPrimary<A extends unknown[], R>(
+  replica: ((...args: A) => Promise<R>) | undefined,
+  primary: (...args: A) => Promise<R>,
+  found: (result: R) => boolean,
+): (...args: A) => Promise<R> {
+  if (!replica) return primary;
+  return async (...args) => {
+    try {
+      const result = await replica(...args);
+      if (found(result)) return result;
+    } catch (error) {
+      // A standby also cancels a read that conflicts with the changes it replays (40001).
+      if (!isDatabaseUnavailable(error) && postgresError(error)?.code !== SERIALIZATION_FAILURE) throw error;
+    }
+    return primary(...args);
   };
 }
 
