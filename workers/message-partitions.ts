@@ -12,7 +12,7 @@ import type postgres from "postgres";
 export const PARTITIONS_AHEAD_DAYS = 7;
 
 /** How long a statement here waits for a table's lock before giving up until the next run. */
-const LOCK_TIMEOUT = "2s";
+const LOCK_TIMEOUT = "1s";
 
 export interface PartitionMaintenanceOptions {
   now: Date;
