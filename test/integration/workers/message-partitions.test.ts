@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
+import { createMetrics } from "../../../src/observability/metrics.js";
 import { loadEvents } from "../../../src/store/events.js";
 import { pageOfMessages } from "../../../src/store/listing.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
@@ -65,6 +66,15 @@ async function whereIs(id: string) {
   return row;
 }
 
+/** The `notification_message_partitions` gauge's values, by state, as a scrape reads them. */
+async function partitionGauge(): Promise<Record<string, number>> {
+  const text = await createMetrics({ process: "worker", db: database.db }).scrape();
+  const values: Record<string, number> = {};
+  for (const match of text.matchAll(/^notification_message_partitions\{state="(\w+)"[^}]*\} (\d+)$/gm))
+    values[match[1] as string] = Number(match[2]);
+  return values;
+}
+
 const partitionName = (table: string, at: number) => `${table}_p${utcDay(new Date(at)).replaceAll("-", "")}`;
 
 async function exists(table: string): Promise<boolean> {
@@ -125,6 +135,8 @@ describe("the day partitions", () => {
     expect(page.rows.map((row) => row.messageId)).toEqual([recent, kept]);
     expect(await rebuildProjections(database.sql)).toBe(2);
     expect((await findRecord(organizationId, recent))?.body).toBe("kept?");
+    // What an operator sees: today and 7 days ahead, one past day (89 days ago), no default rows.
+    expect(await partitionGauge()).toEqual({ ahead: 8, kept: 1, default_used: 0 });
   });
 
   it("take the rows the default partition held for their day, losing none", async () => {
@@ -162,6 +174,7 @@ describe("the day partitions", () => {
     await addMessage(notV7, NOW);
     const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 7 });
     expect(result.defaultHoldsRows).toBe(true);
+    expect((await partitionGauge()).default_used).toBe(1);
     expect(await whereIs(notV7)).toEqual({ events: "message_events_default", record: "messages_default" });
   });
 
