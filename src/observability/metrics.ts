@@ -170,7 +170,7 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
     // partitions hold rows (ids no day covers, which retention never drops).
     new Gauge({
       name: "notification_message_partitions",
-      help: "Message partitions: days from today on with their partitions (`ahead`, normally 8; below 2, the workers are not making them), days kept (`kept`, MESSAGE_RETENTION_DAYS + 1 once retention runs), and 1 while the default partitions hold rows (`default_used`)",
+      help: "Message partitions: days from today on with their partitions (`ahead`, normally 8; below 2, the workers are not making them), past days kept (`kept`, at most MESSAGE_RETENTION_DAYS once retention runs), and 1 while the default partitions hold rows (`default_used`)",
       labelNames: ["state"] as const,
       registers: [registry],
       aggregator: READ_ON_SCRAPE,
