@@ -49,12 +49,15 @@ $$;--> statement-breakpoint
 
 -- The append-only trigger's third narrow exception: rows leaving the default partition for the
 -- day partition just made for them (create_message_partitions), in the transaction that says
--- `notify.moving_from_default` and inserts them there. The other two are migration 0009's.
+-- `notify.moving_from_default` and inserts them there: only a UUIDv7's row, and only once the
+-- table of its day exists. The other two are migration 0009's.
 CREATE OR REPLACE FUNCTION message_events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'DELETE'
      AND TG_TABLE_NAME = 'message_events_default'
      AND current_setting('notify.moving_from_default', true) = 'on'
+     AND substr(OLD.message_id::text, 15, 1) = '7'
+     AND to_regclass(quote_ident('message_events_p' || to_char(message_partition_day(OLD.message_id), 'YYYYMMDD'))) IS NOT NULL
   THEN
     RETURN OLD;
   END IF;

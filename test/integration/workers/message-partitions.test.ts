@@ -149,6 +149,13 @@ describe("the day partitions", () => {
         select to_jsonb(e) as row from message_events e where message_id = ${ahead}
         union all select to_jsonb(m) from messages m where message_id = ${ahead}`;
     const before = await rowsOf();
+    // No one deletes it from there meanwhile: the move's exception waits for its day's table.
+    await expect(
+      database.sql.begin(async (tx) => {
+        await tx`select set_config('notify.moving_from_default', 'on', true)`;
+        await tx`delete from message_events where message_id = ${ahead}`;
+      }),
+    ).rejects.toMatchObject({ code: "23001" });
 
     // A worker 15 days from now makes the partitions up to 22 days ahead.
     const result = await maintainMessagePartitions(database.sql, {
