@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { endToEndClusterScenario } from "./lib/cluster.js";
 import { noisyTemplatesScenario } from "./lib/noisy-templates.js";
 import { type BenchReport, renderMarkdown } from "./lib/report.js";
 import {
@@ -21,8 +22,8 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
- *          e2e,e2e-webhooks,webhooks-hanging,read,priority,noisy-templates
- *          (default: all; e2e-webhooks brings e2e along: its target is a ratio to e2e's figure)
+ *          e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates
+ *          (default: all; e2e-webhooks and e2e-cluster bring e2e along: their targets are ratios to e2e's figures)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
  *   --profile   (web and worker run with --cpu-prof; see bench/profile-summary.ts)
@@ -39,6 +40,7 @@ const SCENARIOS = [
   "e2e",
   "e2e-webhooks",
   "webhooks-hanging",
+  "e2e-cluster",
   "read",
   "priority",
   "noisy-templates",
@@ -69,8 +71,8 @@ const selected = new Set<ScenarioId>(
 for (const id of selected) {
   if (!SCENARIOS.includes(id)) throw new Error(`unknown scenario ${id}; known: ${SCENARIOS.join(", ")}`);
 }
-// The webhook scenario's throughput target is a ratio to e2e's figure in the same run.
-const addedE2e = selected.has("e2e-webhooks") && !selected.has("e2e");
+// The webhook and cluster scenarios' targets are ratios to e2e's figures in the same run.
+const addedE2e = (selected.has("e2e-webhooks") || selected.has("e2e-cluster")) && !selected.has("e2e");
 if (addedE2e) selected.add("e2e");
 
 const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
@@ -170,10 +172,11 @@ async function main(): Promise<void> {
     report.results.endToEnd = endToEnd;
     report.results.read = read;
   }
-  if (addedE2e) log("e2e-webhooks: e2e ran too, for the ratio of the two");
+  if (addedE2e) log("e2e ran too, for the ratios to its figures");
   // Right after e2e, so the ratio compares the same minutes of the machine.
   report.results.endToEndWebhooks = await run("e2e-webhooks", () => endToEndWebhooksScenario(settings));
   report.results.webhooksHanging = await run("webhooks-hanging", () => webhooksHangingScenario(settings));
+  report.results.endToEndCluster = await run("e2e-cluster", () => endToEndClusterScenario(settings));
   report.results.priority = await run("priority", () => priorityScenario(settings));
   report.results.noisyTemplates = await run("noisy-templates", () => noisyTemplatesScenario(settings));
   report.loadAverageAtEnd = loadAverage();

@@ -73,7 +73,7 @@ const sqlList = (values: readonly string[]) => sql.raw(values.map((value) => `'$
 /**
  * The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). Partitioned by
  * day on `message_id` (a UUIDv7: its first 48 bits are its time), like `messages`: the migration
- * 0016 and the functions it defines (`create_message_partitions`, `drop_message_partitions`) make
+ * 0018 and the functions it defines (`create_message_partitions`, `drop_message_partitions`) make
  * the partitions, which drizzle-kit does not model (docs/decisions/0042). Its primary key is
  * `(message_id, seq)`, as a key of a partitioned table has to include the partition key.
  */
@@ -346,14 +346,15 @@ export const webhookDeliveries = pgTable(
     eventAt: timestamptz("event_at").notNull(),
     /** Attempts made so far. */
     attempts: integer("attempts").notNull().default(0),
-    /** When it may be tried next; while an attempt is under way, when that attempt's lease ends. */
+    /** When it may be tried next (a retry's time, once it has failed). */
     nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
     /**
-     * Set by a claim, cleared when a retry is settled: `next_attempt_at` is then a lease's end,
-     * not a retry's time, and a recovery does not bring it forward (it stays set when the worker
-     * died; the row is claimed again when the lease runs out all the same).
+     * While an attempt is under way, when the worker's lease on it ends: set by a claim, cleared
+     * when a retry is settled (a delivered one is deleted). No index holds it, so a claim's lease is
+     * a HOT update of the row alone (the table's fillfactor leaves room for it). Not claimable, and
+     * not brought forward by a recovery, until it is over (a dead worker's row is claimed again then).
      */
-    leased: boolean("leased").notNull().default(false),
+    leasedUntil: timestamptz("leased_until"),
   },
   (t) => [
     unique("webhook_deliveries_event_unique").on(t.endpointId, t.messageId, t.seq),

@@ -16,6 +16,8 @@ import { ensureDatabase, runMigrations } from "../db/migrate.js";
 const root = join(import.meta.dirname, "..");
 const EMBEDDED_PORT = Number(process.env.EMBEDDED_POSTGRES_PORT ?? 54329);
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+/** A cluster or Sentinels named in the environment: the processes find them, dev starts no Redis. */
+const OTHER_REDIS = Boolean(process.env.REDIS_CLUSTER_NODES || process.env.REDIS_SENTINELS);
 const WEB_PORT = process.env.PORT ?? "3000";
 const ENCRYPTION_PORT = process.env.ENCRYPTION_PORT ?? "3100";
 const WORKER_METRICS_PORT = process.env.WORKER_METRICS_PORT ?? "9464";
@@ -77,7 +79,7 @@ async function redisAnswers(): Promise<boolean> {
 }
 
 async function ensureRedis(): Promise<void> {
-  if (await redisAnswers()) return;
+  if (OTHER_REDIS || (await redisAnswers())) return;
   const found = spawnSync("sh", ["-c", "command -v redis-server"]).status === 0;
   if (!found)
     throw new Error(
@@ -141,7 +143,7 @@ async function main(): Promise<void> {
     // Unset would mean production (simulators refused, the onboarding token required).
     NODE_ENV: process.env.NODE_ENV ?? "development",
     DATABASE_URL,
-    REDIS_URL,
+    ...(OTHER_REDIS ? {} : { REDIS_URL }),
     LOG_LEVEL: process.env.LOG_LEVEL ?? "info",
     ADMIN_USER,
     ADMIN_PASSWORD,

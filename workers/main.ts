@@ -13,9 +13,10 @@ import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbo
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
+import { describeRedis } from "../src/runtime/redis-topology.js";
 import { webhookSecrets } from "../src/runtime/webhook-secrets.js";
 import { createContentVault } from "../src/store/content.js";
-import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../src/store/delivery-queue.js";
+import { type DeliveryJobData, DeliveryQueues } from "../src/store/delivery-queue.js";
 import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { createDeliveryStore } from "./delivery-store.js";
@@ -36,7 +37,7 @@ const PARTITION_INTERVAL_MS = 10 * 60_000;
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.LOG_LEVEL, name: "worker" });
-  await assertUsableRedis(config.REDIS_URL, logger);
+  await assertUsableRedis(config.REDIS, logger);
   // Fail fast on an unreachable database, like the web process: the gate below waits it out.
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
@@ -47,24 +48,33 @@ async function main(): Promise<void> {
   // The Queue (relay, sweeper, metrics) fails fast while Redis is away: an abandoned addBulk or a
   // sweep's pipeline must not wait in ioredis's offline queue (replayed all at once on reconnect,
   // and holding up shutdown). The Worker waits for Redis, on a connection of its own.
-  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
-  const workerRedis = createRedis(config.REDIS_URL, "patient", logger);
-  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
-  queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
+  const redis = createRedis(config.REDIS, "fail-fast", logger);
+  const workerRedis = createRedis(config.REDIS, "patient", logger);
+  const queues = DeliveryQueues.create(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  queues.on("error", (error) => logger.warn({ err: error }, "queue error"));
+  const queue = queues.first;
   // On the patient client, which waits for the connection instead of failing before it.
   await warnUnlessNoEviction(workerRedis, logger);
 
-  const metrics = createMetrics({ process: "worker", queue, db });
+  const metrics = createMetrics({ process: "worker", queue: queues, db });
   // Whether Redis takes the worker's writes; a persistent refusal pauses the work that needs it.
-  let worker: Worker<DeliveryJobData> | undefined;
-  const pauseWorker = () =>
-    void worker?.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause"));
+  const workers: Worker<DeliveryJobData>[] = [];
+  const pauseWorker = () => {
+    for (const worker of workers) {
+      void worker.pause(true).catch((error: unknown) => logger.warn({ err: error }, "could not pause"));
+    }
+  };
   const resumeWhenHealthy = () => {
-    if (database.available && !redisHealth.stall) worker?.resume();
+    if (database.available && !redisHealth.stall) for (const worker of workers) worker.resume();
   };
   const redisHealth = new RedisHealth({
     logger,
-    probe: () => probeRedisWrite(redis, config.QUEUE_PREFIX),
+    probe: () =>
+      probeRedisWrite(
+        redis,
+        config.REDIS,
+        queues.all.map((shard) => shard.toKey("health-probe")),
+      ),
     onStalled: () => {
       metrics.redisStalled(true);
       pauseWorker();
@@ -80,6 +90,7 @@ async function main(): Promise<void> {
       ? startOpsServer({
           db,
           queue,
+          queues,
           metrics,
           logger,
           port: config.WORKER_METRICS_PORT,
@@ -125,27 +136,33 @@ async function main(): Promise<void> {
     database,
   });
   const deliveries = trackInFlight(processor);
-  worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, deliveries.run, {
-    connection: workerRedis,
-    prefix: config.QUEUE_PREFIX,
-    concurrency: config.WORKER_CONCURRENCY,
-    // A stalled job (its worker died) is safe to run again: the events say where it got to.
-    maxStalledCount: 10,
-    lockDuration: config.WORKER_LOCK_DURATION_MS,
-    stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
-  });
-  worker.on("error", (error) => {
-    if (!redisHealth.report(error)) logger.error({ err: error }, "worker error");
-  });
-  worker.on("failed", (job, error) => {
-    if (!redisHealth.report(error))
-      logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed");
-  });
+  // One BullMQ Worker per shard consumed, sharing WORKER_CONCURRENCY between them.
+  const consumed = config.QUEUE_SHARDS_CONSUMED;
+  const concurrency = Math.max(1, Math.ceil(config.WORKER_CONCURRENCY / consumed.length));
+  for (const shard of consumed) {
+    const worker = new Worker<DeliveryJobData>(queues.all[shard]?.name ?? "", deliveries.run, {
+      connection: workerRedis,
+      prefix: config.QUEUE_PREFIX,
+      concurrency,
+      // A stalled job (its worker died) is safe to run again: the events say where it got to.
+      maxStalledCount: 10,
+      lockDuration: config.WORKER_LOCK_DURATION_MS,
+      stalledInterval: config.WORKER_STALLED_INTERVAL_MS,
+    });
+    worker.on("error", (error) => {
+      if (!redisHealth.report(error)) logger.error({ err: error }, "worker error");
+    });
+    worker.on("failed", (job, error) => {
+      if (!redisHealth.report(error))
+        logger.warn({ err: error, messageId: job?.data.messageId }, "delivery job failed");
+    });
+    workers.push(worker);
+  }
 
   const databaseUp = () => database.available;
   const databaseUpAndRedisTakesWrites = () => database.available && !redisHealth.stall;
   const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
-    sweep({ db, queue, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
+    sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),
   );
@@ -192,7 +209,7 @@ async function main(): Promise<void> {
   const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
-  const relay = startOutboxRelay({ sql, queue, logger, redisHealth });
+  const relay = startOutboxRelay({ sql, queue: queues, logger, redisHealth });
 
   // Status webhooks: POSTs the deliveries the fan-out trigger writes (docs/decisions/0036). Only
   // Postgres is involved, so it pauses with the database gate and not with Redis.
@@ -219,6 +236,8 @@ async function main(): Promise<void> {
   logger.info(
     {
       concurrency: config.WORKER_CONCURRENCY,
+      shards: consumed.map((shard) => queues.all[shard]?.name),
+      redis: describeRedis(config.REDIS),
       providers: Object.fromEntries(Object.entries(providers).map(([channel, { name }]) => [channel, name])),
     },
     "delivery worker started",
@@ -238,14 +257,14 @@ async function main(): Promise<void> {
     redisHealth.close();
     await ops?.close();
     if (workerRedis.status === "ready") {
-      await worker.close();
+      await Promise.all(workers.map((worker) => worker.close()));
     } else {
       // BullMQ's graceful close waits for Redis to take the jobs' bookkeeping (completion, a retry's
       // delay), which with Redis away means waiting for the shutdown deadline. Outcomes go to
       // Postgres, so: stop taking jobs at once, and give the deliveries under way the time a
       // provider call may take to record theirs. A job left waiting on Redis after that is taken
       // again later as stalled, and finds its message where its events left it.
-      await worker.close(true);
+      await Promise.all(workers.map((worker) => worker.close(true)));
       await Promise.race([deliveries.idle(), sleep(longestDeliveryMs(providers) + 1000)]);
     }
     // After the jobs: any render they still wait for finishes first.
@@ -254,7 +273,7 @@ async function main(): Promise<void> {
     await webhooksStopped;
     await relay.stop();
     await Promise.all(Object.values(providers).map((provider) => provider.close?.()));
-    await queue.close();
+    await queues.close();
     redis.disconnect();
     workerRedis.disconnect();
     await sql.end({ timeout: 5 });

@@ -4,7 +4,7 @@ import type postgres from "postgres";
  * The partitions of `message_events` and `messages` (docs/decisions/0042), kept by every worker
  * now and then: one partition per UTC day and table, created `PARTITIONS_AHEAD_DAYS` ahead, and
  * dropped whole once the day is more than `retentionDays` old. The work is done by the SQL
- * functions of migration 0016, which the migration itself used for the existing rows; they take
+ * functions of migration 0018, which the migration itself used for the existing rows; they take
  * an advisory lock, so workers running this at once take turns (the second finds nothing to do).
  */
 

@@ -14,6 +14,7 @@ import type { Logger } from "../src/runtime/logger.js";
 export function startOpsServer(deps: {
   db: Database;
   queue: Queue;
+  queues?: { readonly all: readonly Queue[] };
   metrics: Metrics;
   logger: Logger;
   port: number;

@@ -2,11 +2,12 @@ import type { Queue } from "bullmq";
 import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
 import type { RedisHealth } from "../src/runtime/redis-health.js";
-import { type DeliveryJobData, deliveryJobOptions } from "../src/store/delivery-queue.js";
+import { type DeliveryJobData, DeliveryQueues, deliveryJobOptions } from "../src/store/delivery-queue.js";
 
 export interface OutboxRelayDeps {
   sql: postgres.Sql;
-  queue: Queue<DeliveryJobData>;
+  /** The delivery queue, or its shards: each row's job goes to the shard of its message id. */
+  queue: Queue<DeliveryJobData> | DeliveryQueues;
   logger: Logger;
   /** Most rows moved per transaction (one addBulk). */
   batchSize?: number;
@@ -37,13 +38,15 @@ const CRITICAL = 1;
  * Moves up to `batchSize` rows of this queue's outbox into BullMQ, most urgent first: takes them
  * (`FOR UPDATE SKIP LOCKED`, so relays in several workers share the work), adds their jobs with
  * one `addBulk`, and deletes them in the same transaction. If Redis fails the transaction rolls
- * back and the rows wait for the next pass; if the process dies between the add and the commit
+ * back and the rows wait for the next pass (with shards, one `addBulk` per shard, all before the
+ * commit); if the process dies between the add and the commit
  * the rows are added again, which is harmless: the job id is the message id, and a job that
  * already ran finds its message final. Returns how many rows it moved.
  */
 export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const { sql } = deps;
-  const prefix = deps.queue.opts.prefix ?? "bull";
+  const queues = DeliveryQueues.of(deps.queue);
+  const prefix = queues.prefix;
   const limit = deps.batchSize ?? DEFAULT_BATCH_SIZE;
   const maxPriority = deps.maxPriority ?? LEAST_URGENT;
   // A cheap look first: an idle relay costs one indexed read per poll, not a transaction.
@@ -61,13 +64,24 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
         for update skip locked)
       returning message_id, priority`;
     if (rows.length === 0) return 0;
+    const byShard = new Map<Queue<DeliveryJobData>, Array<{ message_id: string; priority: number }>>();
+    for (const row of rows) {
+      const queue = queues.forMessage(row.message_id);
+      const list = byShard.get(queue);
+      if (list) list.push(row);
+      else byShard.set(queue, [row]);
+    }
     await withTimeout(
-      deps.queue.addBulk(
-        rows.map((row) => ({
-          name: "deliver",
-          data: { messageId: row.message_id },
-          opts: deliveryJobOptions({ messageId: row.message_id, priority: row.priority }),
-        })),
+      Promise.all(
+        Array.from(byShard, ([queue, shardRows]) =>
+          queue.addBulk(
+            shardRows.map((row) => ({
+              name: "deliver",
+              data: { messageId: row.message_id },
+              opts: deliveryJobOptions({ messageId: row.message_id, priority: row.priority }),
+            })),
+          ),
+        ),
       ),
       deps.addTimeoutMs ?? DEFAULT_ADD_TIMEOUT_MS,
     );

@@ -3,11 +3,12 @@ import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
 import { deliveryOutbox, messages } from "../db/schema.js";
-import { type DeliveryJobData, enqueueDelivery } from "../src/store/delivery-queue.js";
+import { type DeliveryJobData, DeliveryQueues, enqueueDelivery } from "../src/store/delivery-queue.js";
 
 export interface SweepDeps {
   db: Database;
-  queue: Queue<DeliveryJobData>;
+  /** The delivery queue, or its shards. */
+  queue: Queue<DeliveryJobData> | DeliveryQueues;
   now: () => Date;
   /** A message younger than this is left alone: its job is probably on its way. */
   graceMs: number;
@@ -17,11 +18,15 @@ export interface SweepDeps {
 /**
  * Finds unfinished messages whose delivery job is not in Redis (Redis lost it, or BullMQ gave up
  * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping a scheduled retry's
- * time. Safe to run from every worker at once: the job id is the message id.
+ * time. Safe to run from every worker at once: the job id is the message id. With shards, a job
+ * in any of today's shards counts (one a smaller `QUEUE_SHARDS` no longer has does not), and a
+ * job added goes to the message's shard, so changing the shard count neither loses a queued
+ * message nor queues it twice (docs/decisions/0041).
  * Returns how many jobs it re-enqueued.
  */
 export async function sweep(deps: SweepDeps): Promise<number> {
   const pageSize = deps.pageSize ?? 1000;
+  const queues = DeliveryQueues.of(deps.queue);
   const now = deps.now();
   const cutoff = new Date(now.getTime() - deps.graceMs);
   let enqueued = 0;
@@ -58,15 +63,26 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       .limit(pageSize);
     if (page.length === 0) return enqueued;
 
-    const client = (await deps.queue.client) as unknown as Redis;
-    const pipeline = client.pipeline();
-    for (const row of page) pipeline.exists(deps.queue.toKey(row.messageId));
-    const results = (await pipeline.exec()) ?? [];
-    for (const [index, row] of page.entries()) {
-      const [error, exists] = results[index] ?? [null, 1];
-      if (error || exists === 1) continue;
+    // One pipeline per shard: a shard's keys share one slot (a cluster refuses a pipeline across slots).
+    const queued = new Set<string>();
+    for (const queue of queues.all) {
+      const client = (await queue.client) as unknown as Redis;
+      const pipeline = client.pipeline();
+      for (const row of page) pipeline.exists(queue.toKey(row.messageId));
+      const results = (await pipeline.exec()) ?? [];
+      for (const [index, row] of page.entries()) {
+        const [error, exists] = results[index] ?? [null, 1];
+        if (error || exists === 1) queued.add(row.messageId);
+      }
+    }
+    for (const row of page) {
+      if (queued.has(row.messageId)) continue;
       const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
-      await enqueueDelivery(deps.queue, { messageId: row.messageId, priority: row.priority, delayMs });
+      await enqueueDelivery(queues.forMessage(row.messageId), {
+        messageId: row.messageId,
+        priority: row.priority,
+        delayMs,
+      });
       enqueued++;
     }
     const last = page[page.length - 1];

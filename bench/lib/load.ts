@@ -1,6 +1,6 @@
 import autocannon, { type Options } from "autocannon";
 import type { BenchProcess } from "./stack.js";
-import { cpuMs, cpuMsWithReaped, machineCpuMs, pidsNamed } from "./system.js";
+import { cpuMs, cpuMsWithReaped, machineCpuMs, pidsNamed, postgresBackendsCpuMs } from "./system.js";
 
 export interface LoadResult {
   requests: number;
@@ -63,12 +63,16 @@ export interface CpuUsage {
   machineTotal: number;
   /** The webhook receiver's child process (bench/lib/webhook-receiver.ts), where one runs. */
   receiver?: number;
+  /** The backends of the run's own database (`postgres` is every Postgres process of the machine). */
+  postgresOwn?: number;
 }
 
 export function cpuSnapshot(processes: {
   web?: BenchProcess;
   worker?: BenchProcess;
   receiver?: { cpuMs: () => number };
+  /** The run's database: its backends' CPU is reported apart (`postgresOwn`). */
+  database?: string;
 }): CpuUsage {
   const self = process.cpuUsage();
   const machine = machineCpuMs();
@@ -82,6 +86,7 @@ export function cpuSnapshot(processes: {
     machineBusy: machine.busy,
     machineTotal: machine.total,
     ...(processes.receiver ? { receiver: processes.receiver.cpuMs() } : {}),
+    ...(processes.database ? { postgresOwn: postgresBackendsCpuMs(processes.database) } : {}),
   };
 }
 

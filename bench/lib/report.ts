@@ -1,3 +1,4 @@
+import type { EndToEndClusterResult } from "./cluster.js";
 import type { NoisyTemplatesResult } from "./noisy-templates.js";
 import type {
   EndToEndResult,
@@ -32,6 +33,8 @@ export interface BenchReport {
     endToEndWebhooks?: EndToEndWebhooksResult;
     /** One organization's webhook endpoint hangs, another's is healthy (issue 16). */
     webhooksHanging?: WebhooksHangingResult;
+    /** e2e on a Redis Cluster of three masters with three queue shards (issue 18). */
+    endToEndCluster?: EndToEndClusterResult;
     read?: ReadResult;
     priority?: PriorityResult;
     noisyTemplates?: NoisyTemplatesResult;
@@ -103,6 +106,35 @@ function webhookTargets(report: BenchReport): Target[] {
     });
   }
   return list;
+}
+
+/** e2e on the cluster against e2e on one node, same run: messages/s and CPU per message within 15 %. */
+function clusterTargets(report: BenchReport): Target[] {
+  const { endToEnd, endToEndCluster: cluster } = report.results;
+  if (!cluster) return [];
+  const rate = endToEnd ? cluster.messagesPerS / endToEnd.messagesPerS : Number.NaN;
+  const cpu = endToEnd
+    ? (cluster.cpuUsPerMessage.machine ?? Number.NaN) / (endToEnd.cpuUsPerMessage.machine ?? Number.NaN)
+    : Number.NaN;
+  const both = cluster.allFinalWithinBound && endToEnd?.allFinalWithinBound === true;
+  return [
+    {
+      what: `Redis Cluster (${cluster.redis.masters} masters, QUEUE_SHARDS=${cluster.redis.shards}), end to end: messages/s ÷ the same run's e2e on one node`,
+      measured: endToEnd
+        ? `${fmt(rate, 2)} (${fmt(cluster.messagesPerS)} ÷ ${fmt(endToEnd.messagesPerS)} msg/s)`
+        : "e2e did not run",
+      target: "≥ 0.85",
+      met: both && rate >= 0.85,
+    },
+    {
+      what: "Redis Cluster, end to end: the machine's CPU per message ÷ the same run's e2e on one node",
+      measured: endToEnd
+        ? `${fmt(cpu, 2)} (${fmt(cluster.cpuUsPerMessage.machine)} ÷ ${fmt(endToEnd.cpuUsPerMessage.machine)} µs)`
+        : "e2e did not run",
+      target: "≤ 1.15",
+      met: both && cpu <= 1.15,
+    },
+  ];
 }
 
 /** The issue's targets, checked against whatever scenarios ran. */
@@ -217,6 +249,7 @@ export function targets(report: BenchReport): Target[] {
     );
   }
   list.push(...webhookTargets(report));
+  list.push(...clusterTargets(report));
   const peaks = [
     report.results.accept64,
     report.results.accept64Worker,
@@ -224,6 +257,7 @@ export function targets(report: BenchReport): Target[] {
     endToEnd,
     report.results.endToEndWebhooks,
     report.results.webhooksHanging,
+    report.results.endToEndCluster,
     priority,
   ]
     .filter((r) => r !== undefined)
@@ -303,11 +337,22 @@ export function renderMarkdown(report: BenchReport): string {
         `(wall clock until the poll saw all final: ${e2e.wallS} s${e2e.allFinalWithinBound ? "" : `; **only ${fmt(e2e.events.messages)} final within the 120 s bound**`}); ` +
         `accept→final p50 ${fmt(e2e.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(e2e.events.acceptToFinalMs.p99)} ms**, ` +
         `max ${fmt(e2e.events.acceptToFinalMs.max)} ms (of which accepted → first attempt: p50 ${fmt(e2e.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(e2e.events.acceptToFirstAttemptMs.p99)} ms); outcomes ${JSON.stringify(e2e.events.byStatus)}. ` +
-        `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}.`,
+        `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}; WAL per message: ${fmt(e2e.walBytesPerMessage)} bytes.`,
       "",
     );
   }
   lines.push(...webhookParagraphs(results.endToEndWebhooks, results.webhooksHanging));
+  const cl = results.endToEndCluster;
+  if (cl) {
+    lines.push(
+      `End to end on a Redis Cluster of ${cl.redis.masters} masters (no replicas), QUEUE_SHARDS=${cl.redis.shards}: ` +
+        `${fmt(cl.messages)} messages by 64 connections (${fmt(cl.accept.errors)} errors), accepted at ${fmt(cl.acceptedPerS)} msg/s; ` +
+        `first accepted → last final event ${cl.events.spanS} s = **${fmt(cl.messagesPerS)} msg/s**; ` +
+        `accept→final p50 ${fmt(cl.events.acceptToFinalMs.p50)} ms, p99 ${fmt(cl.events.acceptToFinalMs.p99)} ms; outcomes ${JSON.stringify(cl.events.byStatus)}. ` +
+        `CPU µs per message (redis: every redis-server of the machine, the cluster's three included): ${JSON.stringify(cl.cpuUsPerMessage)}.`,
+      "",
+    );
+  }
   const p = results.priority;
   if (p) {
     lines.push(

@@ -52,6 +52,7 @@ export function perRequest(cpu: CpuUsage, requests: number): Record<string, numb
     loadGenerator: per(cpu.loadGenerator),
     machine: per(cpu.machineBusy),
     ...(cpu.receiver === undefined ? {} : { receiver: per(cpu.receiver) }),
+    ...(cpu.postgresOwn === undefined ? {} : { postgresOwn: per(cpu.postgresOwn) }),
   };
 }
 
@@ -295,6 +296,11 @@ export interface EndToEndResult {
   events: FinalLatency;
   cpuMs: CpuUsage;
   cpuUsPerMessage: Record<string, number>;
+  /**
+   * Write-ahead log the Postgres server wrote per message over the same window (every database
+   * of the server: read it on a quiet machine), in bytes: with the CPU, one primary's cost per message.
+   */
+  walBytesPerMessage: number;
   peakRss: PeakRss;
 }
 
@@ -332,9 +338,12 @@ export async function measureEndToEnd(
   await load({ ...request, amount: Math.min(2000, settings.e2eMessages) });
   await waitUntilFinished(stack.sql, 60_000);
 
-  const processes = () => ({ web: stack.web, worker: stack.worker });
+  const processes = () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName });
   const monitor = new RssMonitor(processes);
   const cpuNow = () => cpuSnapshot({ ...processes(), receiver: options.receiver });
+  const walNow = async () =>
+    (await stack.sql<Array<{ lsn: string }>>`select pg_current_wal_lsn()::text as lsn`)[0]?.lsn ?? "0/0";
+  const walBefore = await walNow();
   const before = cpuNow();
   const since = new Date();
   const started = Date.now();
@@ -342,6 +351,8 @@ export async function measureEndToEnd(
   const allFinal = await waitUntilFinished(stack.sql, 120_000);
   const wallS = (Date.now() - started) / 1000;
   const cpu = cpuDelta(before, cpuNow());
+  const [wal] = await stack.sql<Array<{ bytes: string }>>`
+    select pg_wal_lsn_diff(${await walNow()}::pg_lsn, ${walBefore}::pg_lsn)::text as bytes`;
   let untilSettled: UntilSettled | undefined;
   if (options.settle) {
     const settling = Date.now();
@@ -365,6 +376,7 @@ export async function measureEndToEnd(
     events,
     cpuMs: cpu,
     cpuUsPerMessage: perRequest(cpu, settings.e2eMessages),
+    walBytesPerMessage: Math.round(Number(wal?.bytes ?? 0) / settings.e2eMessages),
     peakRss: monitor.peak,
   };
   return { endToEnd, untilSettled };
@@ -377,7 +389,7 @@ export async function endToEndAndReadScenario(
 ): Promise<{ endToEnd: EndToEndResult; read: ReadResult | undefined }> {
   return withStack("e2e", settings, async (stack) => {
     const { endToEnd } = await measureEndToEnd(stack, settings);
-    const processes = () => ({ web: stack.web, worker: stack.worker });
+    const processes = () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName });
     if (!runRead) return { endToEnd, read: undefined };
 
     const keyOf = new Map(stack.organizations.map((o) => [o.id, o.apiKey]));

@@ -129,6 +129,10 @@ export const BENCH_SENDER = "ACME";
 
 export class Stack {
   readonly databaseUrl: string;
+  /** The run's own database (its backends' CPU is reported apart from the machine's Postgres). */
+  get databaseName(): string {
+    return this.#databaseName;
+  }
   readonly prefix: string;
   readonly sql: postgres.Sql;
   port = 0;

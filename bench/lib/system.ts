@@ -129,6 +129,26 @@ export function cpuMsWithReaped(pid: number): number {
   }
 }
 
+/**
+ * The CPU time so far of the Postgres backends connected to `database` (their command line names
+ * it): the service's own share of Postgres, which other databases' work on a shared machine does
+ * not inflate. Autovacuum, the WAL writer and the checkpointer are left out (they serve every
+ * database), and so is a backend that exited (its time is in the machine-wide figure only).
+ */
+export function postgresBackendsCpuMs(database: string): number {
+  const marker = ` ${database} `;
+  let total = 0;
+  for (const pid of pidsNamed("postgres")) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").includes(marker))
+        total += cpuMs(pid);
+    } catch {
+      // gone
+    }
+  }
+  return total;
+}
+
 /** Every process whose command name is `name` (e.g. postgres backends, redis-server). */
 export function pidsNamed(name: string): number[] {
   const pids: number[] = [];

@@ -221,7 +221,7 @@ export async function webhooksHangingScenario(settings: Settings): Promise<Webho
       await sender(b.apiKey, Math.max(1, Math.round(rate * settings.warmupS)));
       await waitUntilFinished(stack.sql, 60_000);
 
-      const processes = () => ({ web: stack.web, worker: stack.worker });
+      const processes = () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName });
       const monitor = new RssMonitor(processes);
       const cpuNow = () => cpuSnapshot({ ...processes(), receiver });
       const before = cpuNow();

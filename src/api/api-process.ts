@@ -17,7 +17,7 @@ import { createOutboundAgent, outboundPost } from "../runtime/outbound/outbound-
 import { createRedis } from "../runtime/redis.js";
 import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
-import { createDeliveryQueue } from "../store/delivery-queue.js";
+import { DeliveryQueues } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
 import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
@@ -41,17 +41,19 @@ export function startApiProcess(config: Config, logger: Logger): void {
           statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
           connectTimeoutSeconds: 1.5,
         });
-  const redis = createRedis(config.REDIS_URL, "fail-fast", logger);
+  const redis = createRedis(config.REDIS, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
-  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
-  queue.on("error", (error) => logger.warn({ err: error }, "queue error"));
+  // The API adds no jobs (the relay does); its queues serve the dashboard, metrics and readiness.
+  const queues = DeliveryQueues.create(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  queues.on("error", (error) => logger.warn({ err: error }, "queue error"));
+  const queue = queues.first;
 
   renderSandbox.configure({
     threads: config.TEMPLATE_RENDER_THREADS,
     queuePerOrganization: config.TEMPLATE_RENDER_QUEUE_PER_ORGANIZATION,
   });
-  const ownMetrics = createMetrics({ process: "web", queue, db });
+  const ownMetrics = createMetrics({ process: "web", queue: queues, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
   const store = messageStoreFor(config, sql, logger, replica?.sql);
@@ -62,6 +64,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     readDb: replica?.db,
     store,
     queue,
+    queues,
     logger,
     metrics,
     now,
@@ -91,7 +94,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     // After the requests: a preview still rendering on the sandbox's thread finishes first.
     await renderSandbox.close();
-    await queue.close();
+    await queues.close();
     redis.disconnect();
     await Promise.all([sql.end({ timeout: 5 }), replica?.sql.end({ timeout: 5 })]);
   });

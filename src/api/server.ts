@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   assertWebConfig(config);
   // Once per dyno: the supervisor's API processes (and their restarts) share its answer.
   if (cluster.isPrimary) {
-    await assertUsableRedis(config.REDIS_URL, createLogger({ level: config.LOG_LEVEL, name: "web" }));
+    await assertUsableRedis(config.REDIS, createLogger({ level: config.LOG_LEVEL, name: "web" }));
   }
   if (cluster.isPrimary && config.WEB_CONCURRENCY > 1) {
     const { answerClusterMetricsRequests } = await import("../observability/cluster-metrics.js");

@@ -9,7 +9,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Config } from "../runtime/config.js";
 import type { TxtResolver } from "../runtime/dns.js";
 import type { Logger } from "../runtime/logger.js";
-import type { DeliveryJobData } from "../store/delivery-queue.js";
+import type { DeliveryJobData, DeliveryQueues } from "../store/delivery-queue.js";
 import type { MessageStore } from "../store/message-store.js";
 import type { KeyOwner } from "../store/organizations.js";
 
@@ -24,7 +24,10 @@ export interface AppDeps {
   readDb?: Database;
   /** Messages' events and records, with the batches every request shares. */
   store: MessageStore;
+  /** The delivery queue's shard 0: its connection serves the limits and readiness. */
   queue: Queue<DeliveryJobData>;
+  /** Every shard (`QUEUE_SHARDS`), for the dashboard; unset: `queue` alone. */
+  queues?: DeliveryQueues;
   logger: Logger;
   now: () => Date;
   newId: () => string;

@@ -1,8 +1,7 @@
 import { createDatabase } from "../../db/client.js";
 import { onShutdown, runProcess } from "../runtime/lifecycle.js";
 import { createLogger } from "../runtime/logger.js";
-import { suppressRecipient } from "../store/suppressions.js";
-import { loadBouncesConfig } from "./config.js";
+import { loadBouncesConfig, loadBouncesTls } from "./config.js";
 import { createBounceIntake } from "./intake.js";
 
 /**
@@ -13,8 +12,9 @@ import { createBounceIntake } from "./intake.js";
  */
 async function main(): Promise<void> {
   const config = loadBouncesConfig();
+  const tls = loadBouncesTls(config);
   const logger = createLogger({ level: config.LOG_LEVEL, name: "bounces" });
-  const { db, sql } = createDatabase({
+  const { sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: 5,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
@@ -26,11 +26,12 @@ async function main(): Promise<void> {
     returnPath: { domain: config.BOUNCE_DOMAIN, localPart: config.BOUNCE_LOCAL_PART },
     maxClients: config.BOUNCES_MAX_CLIENTS,
     maxConnectionsPerIp: config.BOUNCES_MAX_CONNECTIONS_PER_IP,
-    suppressRecipient: (entry) => suppressRecipient(db, entry),
+    feedbackAddress: config.BOUNCES_FEEDBACK_ADDRESS,
+    tls,
   });
   const port = await intake.listen(config.BOUNCES_PORT, config.BOUNCES_HOST);
   logger.info(
-    { port, host: config.BOUNCES_HOST, domain: config.BOUNCE_DOMAIN },
+    { port, host: config.BOUNCES_HOST, domain: config.BOUNCE_DOMAIN, starttls: tls !== undefined },
     `bounces SMTP listener on ${config.BOUNCES_HOST}:${port}`,
   );
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

@@ -1,5 +1,5 @@
 import type { MessageEvent } from "./events.js";
-import { advancesDelivery, type Receipt } from "./receipts.js";
+import { advancesDelivery, type DeliveryDelay, notesDelay, type Receipt } from "./receipts.js";
 import type { MessageState } from "./state.js";
 
 /**
@@ -27,6 +27,37 @@ export function recordReceipt(
           provider: receipt.provider,
           providerStatus: receipt.providerStatus,
           providerMessageId: receipt.providerMessageId,
+          status: state.status,
+        },
+      },
+    ],
+  };
+}
+
+/**
+ * The `record_delay` command of `decide`: a provider still trying (an e-mail's delayed DSN) is
+ * recorded, in any status after `accepted`, as a `delivery_delayed` event, history only; the first
+ * delay alone, and none once a final receipt came (src/domain/receipts.ts notesDelay): a duplicate
+ * decides no events.
+ */
+export function recordDelay(
+  state: MessageState,
+  delay: DeliveryDelay,
+  now: Date,
+): { events: MessageEvent[] } | { refused: "illegal"; reason: string } {
+  if (state.status === "initial")
+    return { refused: "illegal", reason: "no delay for a message never accepted" };
+  if (!notesDelay(state.delivery.state, state.delayNoted)) return { events: [] };
+  return {
+    events: [
+      {
+        type: "delivery_delayed",
+        retryCount: state.retryCount,
+        occurredAt: now.toISOString(),
+        data: {
+          errorCode: delay.errorCode,
+          provider: delay.provider,
+          providerStatus: delay.providerStatus,
           status: state.status,
         },
       },

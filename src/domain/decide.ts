@@ -1,7 +1,7 @@
-import { recordReceipt } from "./decide-receipt.js";
+import { recordDelay, recordReceipt } from "./decide-receipt.js";
 import type { DeliveryError, DeliveryOutcome } from "./delivery-outcome.js";
 import type { FailedReason, MessageContent, MessageEvent, RejectedReason, Status } from "./events.js";
-import type { Receipt } from "./receipts.js";
+import type { DeliveryDelay, Receipt } from "./receipts.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";
 import { evolve, isTerminal, type MessageState } from "./state.js";
 import type { SuppressionEntry, SuppressionFact } from "./suppression.js";
@@ -54,7 +54,12 @@ export type Command =
    * included. One that does not move the delivery forward (a duplicate, a late `sent`) decides
    * no events: nothing is appended.
    */
-  | { type: "record_receipt"; receipt: Receipt; now: Date };
+  | { type: "record_receipt"; receipt: Receipt; now: Date }
+  /**
+   * A provider still trying (an e-mail's delayed DSN): history only, in any status after
+   * `accepted`; only the first, and none after a final receipt (the others decide no events).
+   */
+  | { type: "record_delay"; delay: DeliveryDelay; now: Date };
 
 /**
  * What the channel answered when asked to make the message ready for its provider: ready, or
@@ -77,6 +82,7 @@ export type Decision = { events: MessageEvent[] } | Refusal;
 /** Decides which events a command produces in a state. Never produces an illegal transition. */
 export function decide(state: MessageState, command: Command): Decision {
   if (command.type === "record_receipt") return recordReceipt(state, command.receipt, command.now);
+  if (command.type === "record_delay") return recordDelay(state, command.delay, command.now);
   if (state.status !== "initial" && isTerminal(state.status)) {
     return { refused: "already_final", status: state.status as Status };
   }

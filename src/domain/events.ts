@@ -1,6 +1,6 @@
 import type { DeliveryError } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
-import type { ReceiptData } from "./receipts.js";
+import type { DelayData, ReceiptData } from "./receipts.js";
 import type { SuppressionEntry } from "./suppression.js";
 
 /**
@@ -16,23 +16,26 @@ export const STATUSES = ["accepted", "pending", "success", "failed", "rejected"]
 export type Status = (typeof STATUSES)[number];
 
 /**
- * What an event may be: a status it moves its message to, or `receipt` (a provider's word on
- * what reached the recipient, src/domain/receipts.ts), which never changes the status.
+ * What an event may be: a status it moves its message to, `receipt` (a provider's word on what
+ * reached the recipient, src/domain/receipts.ts), which never changes the status, or
+ * `delivery_delayed` (a provider's word that it is still trying: an e-mail's delayed DSN), history
+ * only: it changes neither the status nor the delivery.
  */
-export const EVENT_TYPES = [...STATUSES, "receipt"] as const;
+export const EVENT_TYPES = [...STATUSES, "receipt", "delivery_delayed"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /**
- * The design's transition table. Anything not listed is illegal and never written. A receipt is
- * allowed in every status after `accepted`: it may come before our own `success` is recorded.
+ * The design's transition table. Anything not listed is illegal and never written. A receipt (and
+ * a delay) is allowed in every status after `accepted`: it may come before our own `success` is
+ * recorded.
  */
 export const TRANSITIONS: Readonly<Record<Status | "initial", readonly EventType[]>> = {
   initial: ["accepted"],
-  accepted: ["pending", "rejected", "receipt"],
-  pending: ["pending", "success", "rejected", "failed", "receipt"],
-  success: ["receipt"],
-  failed: ["receipt"],
-  rejected: ["receipt"],
+  accepted: ["pending", "rejected", "receipt", "delivery_delayed"],
+  pending: ["pending", "success", "rejected", "failed", "receipt", "delivery_delayed"],
+  success: ["receipt", "delivery_delayed"],
+  failed: ["receipt", "delivery_delayed"],
+  rejected: ["receipt", "delivery_delayed"],
 };
 
 export const TERMINAL_STATUSES: readonly Status[] = ["success", "failed", "rejected"];
@@ -130,4 +133,11 @@ export type MessageEvent =
       occurredAt: string;
       /** `status`: the message's when the receipt came (a receipt never changes it). */
       data: ReceiptData & { status: Status };
+    }
+  | {
+      type: "delivery_delayed";
+      retryCount: number;
+      occurredAt: string;
+      /** `status`: the message's when the delay was reported (it never changes it). */
+      data: DelayData & { status: Status };
     };

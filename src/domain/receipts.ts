@@ -79,6 +79,31 @@ export interface Receipt {
 /** A receipt event's data: the receipt (the event adds the message's status when it came). */
 export type ReceiptData = Receipt;
 
+/**
+ * A provider's word that it has not delivered yet and is still trying (an e-mail's delayed DSN:
+ * `Action: delayed`, a `4.x.x` status). History only (docs/decisions/0040): it is recorded as a
+ * `delivery_delayed` event that changes neither the status nor the delivery, and sends no webhook.
+ */
+export interface DeliveryDelay {
+  /** The provider's code (an enhanced status code, `4.4.1`), or null when it gave none. */
+  errorCode: string | null;
+  provider: string;
+  /** The provider's own word (`delayed`). */
+  providerStatus: string;
+}
+
+/** A `delivery_delayed` event's data: the delay (the event adds the message's status when it came). */
+export type DelayData = DeliveryDelay;
+
+/**
+ * Whether a delay is worth a `delivery_delayed` event: the first one only (the same DSN again,
+ * or the next warning of a server still trying, says nothing new), and only while no final
+ * receipt has come (a delay after a bounce or a delivery is stale).
+ */
+export function notesDelay(delivery: DeliveryState, delayNoted: boolean): boolean {
+  return !delayNoted && !FINAL_DELIVERY_STATES.includes(delivery);
+}
+
 /** What the receipts said so far, on the state and the record. */
 export interface Delivery {
   state: DeliveryState;

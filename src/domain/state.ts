@@ -23,6 +23,8 @@ interface Known {
   attempts: number;
   /** What the providers' receipts said (src/domain/receipts.ts); `unknown` until one comes. */
   delivery: Delivery;
+  /** Whether a `delivery_delayed` event is recorded (only the first is: src/domain/receipts.ts notesDelay). */
+  delayNoted: boolean;
 }
 
 export type MessageState =
@@ -62,6 +64,7 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
       retryCount: 0,
       attempts: 0,
       delivery: UNKNOWN_DELIVERY,
+      delayNoted: false,
     };
   }
   if (state.status === "initial") throw new IllegalTransitionError(state.status, event.type);
@@ -72,6 +75,8 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
       version: state.version + 1,
       delivery: applyReceipt(state.delivery, event.data, event.occurredAt),
     };
+  // A delay is history only: the status, the delivery and `updatedAt` stay.
+  if (event.type === "delivery_delayed") return { ...state, version: state.version + 1, delayNoted: true };
   const known: Known = {
     message: state.message,
     version: state.version + 1,
@@ -81,6 +86,7 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
     attempts:
       event.type === "pending" && event.data.kind === "attempt_started" ? event.data.attempt : state.attempts,
     delivery: state.delivery,
+    delayNoted: state.delayNoted,
   };
   // `known` is spread last: V8 builds `{ ...a, b }` far slower than `{ b, ...a }` (see accept.ts).
   switch (event.type) {

@@ -40,6 +40,9 @@ export function webhookEventTypeOf(event: MessageEvent): WebhookEventType | unde
       return event.data.kind === "retry_scheduled" ? "message.retry_scheduled" : undefined;
     case "receipt":
       return event.data.state === "sent" ? undefined : `message.${event.data.state}`;
+    case "delivery_delayed":
+      // History only: a server still trying is followed by the real outcome, which is sent.
+      return undefined;
   }
 }
 

@@ -107,6 +107,19 @@ export const historyEntry = z
       provider_status: z.string().meta({ description: "The provider's own word (Twilio's `MessageStatus`)" }),
       provider_message_id: z.string().nullable(),
     }),
+    z.object({
+      ...common,
+      type: z.literal("delivery_delayed").meta({
+        description:
+          "A provider reported that it has not delivered the message yet and is still trying (an e-mail's delayed DSN). History only: it changes neither `status` nor `delivery`, and sends no webhook; only the first is recorded, and none after a final receipt",
+      }),
+      error_code: z
+        .string()
+        .nullable()
+        .meta({ description: "The provider's code (`4.4.1`), if it gave one" }),
+      provider: z.string(),
+      provider_status: z.string().meta({ description: "The provider's own word (`delayed`)" }),
+    }),
   ])
   .meta({
     id: "MessageEvent",
@@ -178,6 +191,16 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
         provider,
         provider_status: providerStatus,
         provider_message_id: providerMessageId,
+      };
+    }
+    case "delivery_delayed": {
+      const { errorCode, provider, providerStatus } = event.data;
+      return {
+        ...common,
+        type: "delivery_delayed",
+        error_code: errorCode,
+        provider,
+        provider_status: providerStatus,
       };
     }
     default: {

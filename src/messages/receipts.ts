@@ -1,6 +1,6 @@
-import { decide } from "../domain/decide.js";
+import { type Decision, decide } from "../domain/decide.js";
 import type { Channel } from "../domain/events.js";
-import type { Receipt } from "../domain/receipts.js";
+import type { DeliveryDelay, Receipt } from "../domain/receipts.js";
 import type { MessageState } from "../domain/state.js";
 import { suppressionReasonOfReceipt } from "../domain/suppression.js";
 import { storedContentOf } from "../store/content.js";
@@ -32,39 +32,38 @@ export type ReceiptOutcome =
 /** How many times a receipt is decided again after another writer (the worker) appended first. */
 export const MAX_RECEIPT_CONFLICTS = 5;
 
-/** What recording a receipt needs of the store. */
-export interface ReceiptStore extends Pick<MessageStore, "loadMessage" | "append"> {
-  /**
-   * Adds an entry to the suppression list (`suppressRecipient`, docs/decisions/0039); without it a
-   * receipt suppresses nothing.
-   */
-  suppress?: (entry: NewSuppression) => Promise<unknown>;
-}
+/**
+ * What recording a receipt needs of the store: `append` with the suppression list's entries the
+ * receipt calls for, written in the same statement as its event (src/store/events.ts).
+ */
+export type ReceiptStore = Pick<MessageStore, "loadMessage" | "append">;
 
 /**
- * Puts the message's recipient on the suppression list when its receipt calls for it. The entry
- * is the message's own recipient, by the blind index its accepted event holds (so a forged
- * receipt can only ever suppress a recipient of the message it names), and only when the message
- * has exactly one: which of several a receipt is about cannot be told without opening the
- * content. Only a receipt just recorded: a duplicate never re-adds an entry the organization lifted.
- * The entry is written after the receipt's event: if it fails, the receipt stays recorded and the
- * entry is not made (Twilio does not send a status callback again after an error; an SMTP sender
- * whose report got a 451 does, but its report is then a duplicate).
+ * The suppression list's entry a receipt calls for (docs/decisions/0039), if any. The entry is
+ * the message's own recipient, by the blind index its accepted event holds (so a forged receipt
+ * can only ever suppress a recipient of the message it names), and only when the message has
+ * exactly one: which of several a receipt is about cannot be told without opening the content.
+ * It is written with the receipt's event, in one statement: both commit or neither does, so a
+ * failure leaves nothing half-written and the sender's retry (an SMTP server after our 451) is
+ * recorded afresh, entry included. A duplicate of a receipt already recorded adds nothing: an
+ * entry the organization lifted since stays lifted.
  */
-async function suppressFrom(store: ReceiptStore, state: MessageState, receipt: Receipt): Promise<void> {
+function suppressionFrom(state: MessageState, receipt: Receipt): NewSuppression[] {
   const reason = suppressionReasonOfReceipt(receipt);
-  if (!reason || !store.suppress || state.status === "initial") return;
+  if (!reason || state.status === "initial") return [];
   const keys = storedContentOf(state.message)?.recipientKeys;
   const recipientKey = keys?.length === 1 ? keys[0] : undefined;
-  if (recipientKey === undefined) return;
-  await store.suppress({
-    organizationId: state.message.organizationId,
-    channel: state.message.channel,
-    recipientKey,
-    sealedRecipient: null,
-    reason,
-    messageId: state.message.id,
-  });
+  if (recipientKey === undefined) return [];
+  return [
+    {
+      organizationId: state.message.organizationId,
+      channel: state.message.channel,
+      recipientKey,
+      sealedRecipient: null,
+      reason,
+      messageId: state.message.id,
+    },
+  ];
 }
 
 export interface ReceiptRequest {
@@ -80,8 +79,50 @@ export interface ReceiptRequest {
  * may come while the attempt's outcome is being recorded): on a conflict the message is read
  * again and the receipt decided again on what is there now, up to {@link MAX_RECEIPT_CONFLICTS}
  * times (then the conflict is thrown: a 500; an SMTP sender retries after the 451 it becomes, Twilio does not).
+ * Any failure of the append leaves nothing written: neither the event nor its suppression entry.
  */
-export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
+export function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
+  const { receipt, now } = request;
+  return recordProviderWord(store, request, receipt, (state) => ({
+    decision: decide(state, { type: "record_receipt", receipt, now }),
+    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
+    suppress: suppressionFrom(state, receipt),
+  }));
+}
+
+export interface DelayRequest {
+  messageId: string;
+  /** The channel whose provider sent it. */
+  channel: Channel;
+  delay: DeliveryDelay;
+  now: Date;
+}
+
+/**
+ * Records a provider's word that it is still trying (an e-mail's delayed DSN) in the message's
+ * history, as {@link recordReceipt} does a receipt: the same checks, the same outcomes (`recorded`,
+ * or `duplicate` for a delay after the first or after a final receipt). It changes neither the
+ * status nor the delivery, suppresses nothing and sends no webhook (docs/decisions/0040).
+ */
+export function recordDelay(store: ReceiptStore, request: DelayRequest): Promise<ReceiptOutcome> {
+  const { delay, now } = request;
+  return recordProviderWord(store, request, { ...delay, providerMessageId: null }, (state) => ({
+    decision: decide(state, { type: "record_delay", delay, now }),
+    suppress: [],
+  }));
+}
+
+/**
+ * What {@link recordReceipt} and {@link recordDelay} share: the message's checks (it exists, is of
+ * the channel, was accepted by the provider that speaks, under the id it names), the decision,
+ * and the append, decided again after a conflict.
+ */
+async function recordProviderWord(
+  store: ReceiptStore,
+  request: { messageId: string; channel: Channel },
+  from: { provider: string; providerMessageId: string | null },
+  decideOn: (state: MessageState) => { decision: Decision; suppress: NewSuppression[] },
+): Promise<ReceiptOutcome> {
   for (let conflicts = 0; ; conflicts++) {
     const { state, events } = await store.loadMessage(request.messageId);
     if (state.status === "initial") return "unknown_message";
@@ -89,17 +130,15 @@ export async function recordReceipt(store: ReceiptStore, request: ReceiptRequest
     // The provider that accepted it, and its id there: the last `success` (there is at most one).
     const success = events.findLast((stored) => stored.event.type === "success")?.event;
     if (success?.type === "success") {
-      if (success.data.provider !== request.receipt.provider) return "other_provider";
-      const named = request.receipt.providerMessageId;
+      if (success.data.provider !== from.provider) return "other_provider";
+      const named = from.providerMessageId;
       if (named !== null && named !== success.data.providerMessageId) return "provider_id_mismatch";
     }
-    const decision = decide(state, { type: "record_receipt", receipt: request.receipt, now: request.now });
+    const { decision, suppress } = decideOn(state);
     if (!("events" in decision)) return "unknown_message";
-    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
     if (decision.events.length === 0) return "duplicate";
     try {
-      await store.append(state, decision.events);
-      await suppressFrom(store, state, request.receipt);
+      await store.append(state, decision.events, suppress);
       return "recorded";
     } catch (error) {
       if (error instanceof ConcurrencyError && conflicts < MAX_RECEIPT_CONFLICTS) continue;

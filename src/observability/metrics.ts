@@ -19,7 +19,12 @@ const READ_ON_SCRAPE = "max";
  * accepts, the worker finishes and delivers); the queue gauges are read from Redis and Postgres
  * on each scrape, so every process reports the same cluster-wide values for them.
  */
-export function createMetrics(options: { process: "web" | "worker"; queue?: Queue; db?: Database }) {
+export function createMetrics(options: {
+  process: "web" | "worker";
+  /** The delivery queue, or its shards (`queue` label: each shard's name). */
+  queue?: Queue | { readonly all: readonly Queue[] };
+  db?: Database;
+}) {
   const registry = new Registry();
   registry.setDefaultLabels({ process: options.process });
   collectDefaultMetrics({ register: registry });
@@ -80,7 +85,9 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
   });
   redisStalled.set(0);
 
-  const { queue, db } = options;
+  const { db } = options;
+  const shards = options.queue ? ("all" in options.queue ? options.queue.all : [options.queue]) : [];
+  const queue = shards[0];
   if (queue) {
     new Gauge({
       name: "notification_queue_jobs",
@@ -90,8 +97,11 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
       aggregator: READ_ON_SCRAPE,
       async collect() {
         try {
-          const counts = await queue.getJobCounts("wait", "prioritized", "active", "delayed", "failed");
-          for (const [state, count] of Object.entries(counts)) this.set({ queue: queue.name, state }, count);
+          for (const shard of shards) {
+            const counts = await shard.getJobCounts("wait", "prioritized", "active", "delayed", "failed");
+            for (const [state, count] of Object.entries(counts))
+              this.set({ queue: shard.name, state }, count);
+          }
         } catch {
           // Redis unavailable: leave the last values; /readyz says what is wrong.
         }
@@ -229,7 +239,8 @@ export function createMetrics(options: { process: "web" | "worker"; queue?: Queu
                       on w.id = d.endpoint_id and w.enabled)::integer as deliveries,
               (select count(*) from webhook_deliveries d join webhook_endpoints w
                       on w.id = d.endpoint_id and w.enabled
-                where d.next_attempt_at <= now())::integer as due,
+                where d.next_attempt_at <= now()
+                  and (d.leased_until is null or d.leased_until <= now()))::integer as due,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'gone')::integer as gone,
               (select count(*) from webhook_endpoints where not enabled and disabled_reason = 'failing')::integer as failing`,
       );

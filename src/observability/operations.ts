@@ -18,6 +18,8 @@ const QUEUE_BOARD_PATH = "/admin/queues";
 export function operationsRoutes(deps: {
   db: Database;
   queue: Queue;
+  /** Every shard of the delivery queue, for the dashboard; unset: `queue` alone. */
+  queues?: { readonly all: readonly Queue[] };
   metrics: Metrics;
   redisRefuses?: () => string | undefined;
   admin?: { user: string; password: string };
@@ -39,7 +41,7 @@ export function operationsRoutes(deps: {
           QUEUE_BOARD_PATH,
           queueBoard({
             basePath: QUEUE_BOARD_PATH,
-            queues: [deps.queue],
+            queues: deps.queues ? [...deps.queues.all] : [deps.queue],
             ...admin,
             clientKey: (c) => clientLimitKey(clientIp(c)),
           }),

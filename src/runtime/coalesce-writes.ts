@@ -1,5 +1,5 @@
 import type { Socket } from "node:net";
-import type { Redis } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 
 const patched = Symbol("coalesceWrites");
 
@@ -11,7 +11,13 @@ const patched = Symbol("coalesceWrites");
  * the first write of a turn and uncorked right after the turn's I/O callbacks (setImmediate), so
  * a command waits at most until then. The socket is re-patched after every reconnect.
  */
-export function coalesceWrites(redis: Redis): void {
+export function coalesceWrites(redis: Redis | Cluster): void {
+  if (redis instanceof Cluster) {
+    // A cluster client holds one connection per node, made as it discovers them.
+    redis.on("+node", (node: Redis) => coalesceWrites(node));
+    for (const node of redis.nodes()) coalesceWrites(node);
+    return;
+  }
   const patch = () => {
     const stream = redis.stream as (Socket & { [patched]?: true }) | undefined;
     if (!stream || stream[patched]) return;

@@ -2,6 +2,7 @@ import { isIP, isIPv4, isIPv6 } from "node:net";
 import { z } from "zod";
 import { parseMasterKey } from "./content-crypto.js";
 import { parseNetworks } from "./outbound/address-policy.js";
+import { type RedisNode, type RedisTopology, redisTopologyFrom } from "./redis-topology.js";
 
 export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 export const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -45,6 +46,25 @@ const networkList = z
       return z.NEVER;
     }
   });
+
+/** `host:port` entries, comma-separated (a Redis Cluster's seed nodes, Sentinels); `[ipv6]:port` too. */
+const redisNodeList = z.string().transform((list, ctx): readonly RedisNode[] => {
+  const nodes: RedisNode[] = [];
+  for (const raw of list.split(",")) {
+    const entry = raw.trim();
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(entry);
+    const port = Number(match?.[3]);
+    if (!match || port < 1 || port > 65535) {
+      ctx.addIssue({
+        code: "custom",
+        message: `must be host:port entries, comma-separated (port 1-65535); not "${entry}"`,
+      });
+      return z.NEVER;
+    }
+    nodes.push({ host: match[1] ?? match[2] ?? "", port });
+  }
+  return nodes;
+});
 
 /** A master key: base64 of exactly 32 bytes. */
 const masterKey = optionalString.pipe(
@@ -100,11 +120,47 @@ export const configSchema = z.object({
   OPS_HOST: z.string().min(1).default("127.0.0.1"),
   /** API processes per web dyno (node:cluster); each has its own DATABASE_POOL_SIZE connections. */
   WEB_CONCURRENCY: int(1, 64).default(1),
-  REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
+  /** A single Redis (or the primary of a replicated one): `redis://` or `rediss://` (TLS). */
+  REDIS_URL: z.preprocess(
+    emptyIsUnset,
+    z
+      .url({ protocol: /^rediss?$/, error: "must be a redis:// or rediss:// URL" })
+      .default("redis://127.0.0.1:6379"),
+  ),
+  /** A Redis Cluster instead: some of its nodes (`host:port`, comma-separated); the rest are discovered. */
+  REDIS_CLUSTER_NODES: optionalString.pipe(redisNodeList.optional()),
+  /** A Sentinel-managed primary instead: the Sentinels (`host:port`, comma-separated). */
+  REDIS_SENTINELS: optionalString.pipe(redisNodeList.optional()),
+  /** The name the Sentinels monitor the primary under (`sentinel monitor <name> …`). */
+  REDIS_SENTINEL_NAME: optionalString,
+  /** The data nodes' ACL user (with a cluster or Sentinel; a single Redis may carry it in REDIS_URL). */
+  REDIS_USERNAME: optionalString,
+  /** The data nodes' password (with a cluster or Sentinel; a single Redis may carry it in REDIS_URL). */
+  REDIS_PASSWORD: optionalString,
+  /** The Sentinels' own user and password, when they require one (`requirepass` of the Sentinels). */
+  REDIS_SENTINEL_USERNAME: optionalString,
+  REDIS_SENTINEL_PASSWORD: optionalString,
+  /** TLS to every Redis connection (data nodes and Sentinels); a `rediss://` REDIS_URL implies it. */
+  REDIS_TLS: bool.default(false),
+  /** A PEM file of the CA(s) that signed Redis's certificates (a private CA); unset: the system's. */
+  REDIS_TLS_CA_FILE: optionalString,
   QUEUE_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,40}$/, "letters, digits, _ and - only")
     .default("ntf"),
+  /**
+   * Delivery queues, each with a hash tag of its own (on a cluster: its own slot, so masters
+   * share the queue's load); each message goes to the shard of its id (docs/decisions/0041).
+   */
+  QUEUE_SHARDS: int(1, 64).default(1),
+  /** The shards this worker takes jobs from (0-based, comma-separated); unset: all of them. */
+  QUEUE_SHARDS_CONSUMED: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\s*\d{1,2}\s*(,\s*\d{1,2}\s*)*$/, "must be shard numbers (0-based), comma-separated")
+      .transform((list) => [...new Set(list.split(",").map((n) => Number(n.trim())))].sort((a, b) => a - b))
+      .optional(),
+  ),
   ONBOARDING_TOKEN: optionalString.pipe(z.string().min(16, "must be at least 16 characters").optional()),
   ADMIN_USER: optionalString,
   ADMIN_PASSWORD: optionalString,
@@ -335,6 +391,24 @@ export const configSchema = z.object({
   BOUNCES_MAX_CLIENTS: int(1, 10_000).default(100),
   /** SMTP connections one IP address may have open at once; more are refused (421). */
   BOUNCES_MAX_CONNECTIONS_PER_IP: int(1, 10_000).default(10),
+  /**
+   * The one address registered with mailbox providers' feedback loops (Yahoo CFL, Microsoft JMRP),
+   * which send their abuse reports there rather than to the return path, e.g. `fbl@BOUNCE_DOMAIN`
+   * (lower-cased; at BOUNCE_DOMAIN, checked by the bounces process). Unset: no such address is
+   * taken (docs/decisions/0040).
+   */
+  BOUNCES_FEEDBACK_ADDRESS: optionalString.pipe(
+    z
+      .email("must be an e-mail address")
+      .transform((address) => address.toLowerCase())
+      .optional(),
+  ),
+  /**
+   * STARTTLS on the bounces listener: the PEM private key and certificate (chain) files. Both or
+   * neither; unset, the listener offers no STARTTLS and mail servers deliver in clear text.
+   */
+  BOUNCES_TLS_KEY_FILE: optionalString,
+  BOUNCES_TLS_CERT_FILE: optionalString,
 });
 
 type Parsed = z.infer<typeof configSchema>;
@@ -347,7 +421,10 @@ export type Config = Omit<
   | "PUSH_ENDPOINT_HOSTS"
   | "SENDER_VERIFICATION"
   | "DNS_SERVERS"
+  | "QUEUE_SHARDS_CONSUMED"
 > & {
+  /** The shards this worker consumes: QUEUE_SHARDS_CONSUMED, or every shard. */
+  QUEUE_SHARDS_CONSUMED: readonly number[];
   SENDER_VERIFICATION: NonNullable<Parsed["SENDER_VERIFICATION"]>;
   /** null: the system's DNS servers. */
   DNS_SERVERS: readonly string[] | null;
@@ -357,6 +434,8 @@ export type Config = Omit<
   SMS_PROVIDER: NonNullable<Parsed["SMS_PROVIDER"]>;
   EMAIL_PROVIDER: NonNullable<Parsed["EMAIL_PROVIDER"]>;
   PUSH_PROVIDER: NonNullable<Parsed["PUSH_PROVIDER"]>;
+  /** Where Redis is (one node, a cluster or a Sentinel-managed primary), from the REDIS_* settings. */
+  REDIS: RedisTopology;
 };
 
 export class ConfigError extends Error {}
@@ -406,9 +485,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (production && !c.WEBHOOK_SECRET_KEY) {
     problems.push("WEBHOOK_SECRET_KEY: required when NODE_ENV=production (base64 of 32 random bytes)");
   }
-  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+  const missingShard = c.QUEUE_SHARDS_CONSUMED?.find((shard) => shard >= c.QUEUE_SHARDS);
+  if (missingShard !== undefined) {
+    problems.push(
+      `QUEUE_SHARDS_CONSUMED: there is no shard ${missingShard} (QUEUE_SHARDS=${c.QUEUE_SHARDS}: shards 0 to ${c.QUEUE_SHARDS - 1})`,
+    );
+  }
+  const redis = redisTopologyFrom(c, Boolean(env.REDIS_URL));
+  problems.push(...redis.problems);
+  if (problems.length > 0 || !redis.topology) {
+    throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
   return {
     ...c,
+    REDIS: redis.topology,
+    QUEUE_SHARDS_CONSUMED:
+      c.QUEUE_SHARDS_CONSUMED ?? Array.from({ length: c.QUEUE_SHARDS }, (_, shard) => shard),
     SMS_PROVIDER: smsProvider ?? "simulator",
     EMAIL_PROVIDER: emailProvider ?? "simulator",
     PUSH_PROVIDER: pushProvider ?? "simulator",

@@ -12,6 +12,12 @@ import {
   recordsInput,
 } from "./records.js";
 import { runStatement } from "./statement.js";
+import {
+  insertSuppressionsFrom,
+  type NewSuppression,
+  SUPPRESSION_INPUT,
+  suppressionRows,
+} from "./suppressions.js";
 
 /**
  * The event store: how an event is stored (the append, with its sequence number) and read back
@@ -176,6 +182,16 @@ const APPEND = `with appended as (${insertEventsFrom(`json_to_recordset($1::json
   ${insertRecordsFrom(recordsInput("$2"))}
   ${REPLACE_OLDER_RECORD}`;
 
+/**
+ * {@link APPEND} that also adds the suppression list's entries of `$3` (JSON text of
+ * {@link SUPPRESSION_INPUT} rows): a receipt's event and the entry it calls for commit together
+ * or not at all (docs/decisions/0039), whether or not a transaction is open.
+ */
+const APPEND_SUPPRESSING = `with appended as (${insertEventsFrom(`json_to_recordset($1::json) as e(${EVENT_INPUT})`)}),
+  suppressed as (${insertSuppressionsFrom(`json_to_recordset($3::json) as s(${SUPPRESSION_INPUT})`)})
+  ${insertRecordsFrom(recordsInput("$2"))}
+  ${REPLACE_OLDER_RECORD}`;
+
 /** One message's append: the events after `state`, and the record they fold to. */
 interface Append {
   state: MessageState;
@@ -185,16 +201,23 @@ interface Append {
 /**
  * Appends events after `state` (optimistic concurrency on `(message_id, seq)`) and updates the
  * projection, in one statement: atomic on its own, so the record is never behind its events,
- * and it may run inside a transaction or outside one (one round trip, one commit). Returns the
- * new state.
+ * and it may run inside a transaction or outside one (one round trip, one commit). With
+ * `suppress`, the same statement adds those entries to the suppression list (an entry already
+ * there is kept): a receipt is never recorded without the entry it calls for, nor the entry
+ * without it. Returns the new state.
  */
 export async function appendEvents(
   sql: SqlClient,
   state: MessageState,
   events: readonly MessageEvent[],
+  suppress: readonly NewSuppression[] = [],
 ): Promise<MessageState> {
-  if (events.length === 0) return state;
-  const [next] = await writeAppends(sql, [{ state, events }]);
+  if (events.length === 0) {
+    // Never the entry without the receipt that calls for it.
+    if (suppress.length > 0) throw new Error("suppression entries without an event to append");
+    return state;
+  }
+  const [next] = await writeAppends(sql, [{ state, events }], suppress);
   return next as MessageState;
 }
 
@@ -203,7 +226,11 @@ export async function appendEvents(
  * concurrent jobs). Any conflict fails the whole statement: with one message that is its
  * {@link ConcurrencyError}; callers with several retry them one by one to find out which.
  */
-export async function writeAppends(sql: SqlClient, appends: readonly Append[]): Promise<MessageState[]> {
+export async function writeAppends(
+  sql: SqlClient,
+  appends: readonly Append[],
+  suppress: readonly NewSuppression[] = [],
+): Promise<MessageState[]> {
   const rows: EventInsert[] = [];
   const records: RecordColumns[] = [];
   const states = appends.map(({ state, events }) => {
@@ -215,7 +242,14 @@ export async function writeAppends(sql: SqlClient, appends: readonly Append[]): 
     return next;
   });
   try {
-    await runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)]);
+    if (suppress.length === 0)
+      await runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)]);
+    else
+      await runStatement(sql, APPEND_SUPPRESSING, [
+        JSON.stringify(rows),
+        JSON.stringify(records),
+        JSON.stringify(suppressionRows(suppress)),
+      ]);
   } catch (error) {
     const [only] = states;
     if (only && states.length === 1 && isUniqueViolation(error)) throw new ConcurrencyError(only.message.id);

@@ -10,6 +10,7 @@ import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
 import { createRecordFinder } from "./records.js";
+import type { NewSuppression } from "./suppressions.js";
 
 /**
  * What the API reads and writes of messages. Concurrent accepts share one statement, and
@@ -28,8 +29,15 @@ export interface MessageStore {
    * the organization), with its events (the receipt's checks look at its `success`).
    */
   loadMessage(messageId: string): Promise<{ state: MessageState; events: StoredEvent[] }>;
-  /** `appendEvents`: a `ConcurrencyError` when another writer appended first. */
-  append(state: MessageState, events: readonly MessageEvent[]): Promise<MessageState>;
+  /**
+   * `appendEvents`: a `ConcurrencyError` when another writer appended first. With `suppress`, the
+   * suppression list's entries are added in the same statement (a receipt's, docs/decisions/0039).
+   */
+  append(
+    state: MessageState,
+    events: readonly MessageEvent[],
+    suppress?: readonly NewSuppression[],
+  ): Promise<MessageState>;
   /** Seals and opens message content (src/store/content.ts): listings open their records with it. */
   content: ContentVault;
   /** Destroys the organization's data keys (src/store/erasure.ts); returns how many. */
@@ -101,7 +109,7 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
       const events = await loadEvents(sql, messageId);
       return { state: fold(events.map((stored) => stored.event)), events };
     },
-    append: (state, events) => appendEvents(sql, state, events),
+    append: (state, events, suppress) => appendEvents(sql, state, events, suppress),
     content,
     eraseOrganization: (organizationId) => eraseOrganizationContent(sql, content, organizationId),
     eraseRecipient: (organizationId, recipient) =>

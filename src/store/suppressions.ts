@@ -57,6 +57,41 @@ export async function suppressRecipient(db: Executor, ...entries: NewSuppression
   return new Set(added.map((row) => `${row.channel}|${row.recipientKey}`));
 }
 
+/**
+ * Columns of a {@link NewSuppression} as the receipts' append carries them (`json_to_recordset`;
+ * `recipient_sealed` in base64): see {@link suppressionRows}.
+ */
+export const SUPPRESSION_INPUT = `organization_id uuid, channel text, recipient_key text, recipient_sealed text,
+  reason text, message_id uuid`;
+
+/** {@link NewSuppression}s as rows of {@link SUPPRESSION_INPUT}. */
+export function suppressionRows(entries: readonly NewSuppression[]): Array<Record<string, string | null>> {
+  return entries.map((entry) => ({
+    organization_id: entry.organizationId,
+    channel: entry.channel,
+    recipient_key: entry.recipientKey,
+    recipient_sealed: entry.sealedRecipient ? entry.sealedRecipient.toString("base64") : null,
+    reason: entry.reason,
+    message_id: entry.messageId,
+  }));
+}
+
+/**
+ * The INSERT of the entries of `source` (a relation of {@link SUPPRESSION_INPUT} rows) as a part of
+ * a larger statement, keeping an entry already there as {@link suppressRecipient} does: the
+ * receipts' append writes its event and its entry in one statement (src/store/events.ts).
+ */
+export function insertSuppressionsFrom(source: string): string {
+  return `insert into suppressions (organization_id, channel, recipient_key, recipient_sealed, reason, message_id)
+  select e.organization_id, e.channel, e.recipient_key, decode(e.recipient_sealed, 'base64'), e.reason, e.message_id
+  from (select * from ${source}) e
+  -- Not for an organization whose data was erased (no live data key): a receipt arriving after
+  -- the erasure must not bring back an entry it deleted.
+  where exists (select 1 from organization_data_keys k
+    where k.organization_id = e.organization_id and k.wrapped_key is not null)
+  on conflict (organization_id, channel, recipient_key) do nothing`;
+}
+
 /** An entry named by its recipient in clear: the store seals it and makes its blind index. */
 export interface ClearSuppression {
   channel: Channel;

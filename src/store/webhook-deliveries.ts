@@ -52,76 +52,73 @@ export interface ClaimOptions {
   inFlight: ReadonlyMap<string, number>;
   /** How long a claimed delivery is leased: another process may take it after that (the attempt's time-out and then some). */
   leaseMs: number;
+  /**
+   * Where the last claim stopped (`Claim.cursor`): endpoints are visited in id order from the one
+   * after it, round the circle, so that every endpoint with due deliveries gets its turn.
+   */
+  after?: string | null;
+}
+
+/** What a claim took, and the endpoint the next claim starts after. */
+export interface Claim {
+  deliveries: ClaimedDelivery[];
+  /** The last endpoint this claim took from (null: none), for `ClaimOptions.after`. */
+  cursor: string | null;
 }
 
 /**
- * The endpoints with deliveries and each one's earliest `next_attempt_at`, found by a loose index
- * scan of `webhook_deliveries_due_idx` (one index probe per such endpoint): idle endpoints,
- * however many, cost nothing (those waiting on a future retry still cost their probe: a known
- * limit, docs/decisions/0036). Those that are enabled, due, not at this process's cap and with a
- * row the message order lets go are taken, the longest-waiting first (earliest deadline first
- * across endpoints), each for its free slots; twice as many endpoints as slots are looked at, so
- * that endpoints whose rows another process holds locked do not leave the claim empty.
+ * The endpoints with deliveries are visited round the circle of their ids, from the one after the
+ * cursor, by a loose index scan of `webhook_deliveries_due_idx` (one index probe per endpoint
+ * visited). The scan is lazy: it stops as soon as the claim has its `limit`, so a claim's cost
+ * follows what it takes, not how many endpoints have deliveries (docs/decisions/0036). An
+ * endpoint at this process's cap, disabled, or without a row its messages' order lets go is passed
+ * over; each other one gives up to its free slots, oldest first.
  */
 const CLAIM = `
-with recursive firsts as (
-  (select d.endpoint_id, d.next_attempt_at from webhook_deliveries d
-    order by d.endpoint_id, d.next_attempt_at, d.id limit 1)
+with recursive after_cursor as (
+  (select d.endpoint_id from webhook_deliveries d where d.endpoint_id > $5::uuid
+    order by d.endpoint_id limit 1)
   union all
-  select n.endpoint_id, n.next_attempt_at from firsts f
+  select n.endpoint_id from after_cursor f
   cross join lateral (
-    select d.endpoint_id, d.next_attempt_at from webhook_deliveries d
-    where d.endpoint_id > f.endpoint_id
-    order by d.endpoint_id, d.next_attempt_at, d.id limit 1) n
+    select d.endpoint_id from webhook_deliveries d where d.endpoint_id > f.endpoint_id
+    order by d.endpoint_id limit 1) n
 ),
-in_flight as (
-  select * from json_to_recordset($3::json) as i(endpoint_id uuid, attempts integer)
+up_to_cursor as (
+  (select d.endpoint_id from webhook_deliveries d where d.endpoint_id <= $5::uuid
+    order by d.endpoint_id limit 1)
+  union all
+  select n.endpoint_id from up_to_cursor f
+  cross join lateral (
+    select d.endpoint_id from webhook_deliveries d
+    where d.endpoint_id > f.endpoint_id and d.endpoint_id <= $5::uuid
+    order by d.endpoint_id limit 1) n
 ),
-due_endpoints as (
-  select e.* from (
-    select w.*, $2::integer - coalesce(i.attempts, 0) as slots, f.next_attempt_at as due_at
-    from firsts f
-    -- One primary-key probe per due endpoint (a lateral with its own limit is not flattened into a
-    -- join that would read every endpoint).
-    cross join lateral (
-      select w.id, w.organization_id, w.url, w.secret_sealed, w.previous_secret_sealed,
-        w.previous_secret_expires_at, w.updated_at
-      from webhook_endpoints w where w.id = f.endpoint_id and w.enabled limit 1) w
-    left join in_flight i on i.endpoint_id = f.endpoint_id
-    where f.next_attempt_at <= now() and coalesce(i.attempts, 0) < $2::integer
-    order by f.next_attempt_at
-    -- Not flattened: the check below runs on the sorted endpoints, only until enough are found.
-    offset 0) e
-  -- Only endpoints with a row the claim may take (the same predicate): one whose due rows all
-  -- wait on an earlier event of their message must not use up the claim's endpoints.
-  where exists (
-    select 1 from webhook_deliveries d
-    where d.endpoint_id = e.id and d.next_attempt_at <= now()
-      and not exists (
-        select 1 from webhook_deliveries p
-        where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
-          and p.attempts = 0))
-  order by e.due_at
-  limit 2 * $1::integer
+visits as (
+  select v.endpoint_id, $2::integer - coalesce(($3::jsonb ->> v.endpoint_id::text)::integer, 0) as slots
+  from (select endpoint_id from after_cursor union all select endpoint_id from up_to_cursor) v
 ),
 claimed as (
-  select c.id from due_endpoints w
+  select c.id from visits v
   cross join lateral (
     select d.id from webhook_deliveries d
-    where d.endpoint_id = w.id and d.next_attempt_at <= now()
+    where d.endpoint_id = v.endpoint_id and d.next_attempt_at <= now()
+      and (d.leased_until is null or d.leased_until <= now())
       -- One message's events go out in seq order: not while an earlier one is untried or in flight.
       and not exists (
         select 1 from webhook_deliveries p
         where p.endpoint_id = d.endpoint_id and p.message_id = d.message_id and p.seq < d.seq
           and p.attempts = 0)
     order by d.next_attempt_at, d.id
-    limit w.slots
+    limit greatest(v.slots, 0)
     for update skip locked) c
+  where v.slots > 0
+    and exists (select 1 from webhook_endpoints w where w.id = v.endpoint_id and w.enabled)
   limit $1::integer
 ),
 leased as (
-  update webhook_deliveries d set next_attempt_at = now() + $4::integer * interval '1 millisecond',
-    leased = true
+  -- Only an unindexed column: a HOT update, no index entry written.
+  update webhook_deliveries d set leased_until = now() + $4::integer * interval '1 millisecond'
   from claimed c where d.id = c.id
   returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts
 )
@@ -133,7 +130,7 @@ select l.id, l.endpoint_id, l.organization_id, l.message_id, l.seq, l.event_type
   w.url, w.secret_sealed, w.previous_secret_sealed, ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at,
   w.updated_at::text as endpoint_updated_at
 from leased l
-join due_endpoints w on w.id = l.endpoint_id
+join webhook_endpoints w on w.id = l.endpoint_id
 join messages m on m.message_id = l.message_id
 join message_events ev on ev.message_id = l.message_id and ev.seq = l.seq
 order by l.id`;
@@ -162,27 +159,48 @@ interface ClaimRow {
 }
 
 /**
- * Claims due deliveries, in one statement: for each enabled endpoint with due ones, up to its
- * free slots (`perEndpoint` less what this process has in flight to it), oldest first, skipping
- * rows another process holds (`FOR UPDATE SKIP LOCKED`), at most `limit` in all; and leases them
- * (`next_attempt_at = now() + leaseMs`), so that if this process dies mid-attempt another retries
- * them once the lease is over (at least once). A delivery waits while an earlier event of its
- * message to the same endpoint is untried or in flight (`attempts = 0`); once that one has failed,
- * the later ones are not held back (receivers drop stale events by `seq`). A disabled endpoint's
- * deliveries are not claimed (disabling it drops them; the purge drops any written meanwhile).
+ * Claims due deliveries, in one statement: visiting the endpoints with deliveries round the circle
+ * from `after`, for each enabled one up to its free slots (`perEndpoint` less what this process has
+ * in flight to it), oldest first, skipping rows another process holds (`FOR UPDATE SKIP LOCKED`),
+ * at most `limit` in all; and leases them (`leased_until = now() + leaseMs`), so that if this
+ * process dies mid-attempt another retries them once the lease is over (at least once). A delivery
+ * waits while an earlier event of its message to the same endpoint is untried or in flight
+ * (`attempts = 0`); once that one has failed, the later ones are not held back (receivers drop
+ * stale events by `seq`). A disabled endpoint's deliveries are not claimed (disabling it drops
+ * them; the purge drops any written meanwhile).
  */
-export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions): Promise<ClaimedDelivery[]> {
-  if (options.limit <= 0) return [];
-  const inFlight = JSON.stringify(
-    [...options.inFlight].map(([endpointId, attempts]) => ({ endpoint_id: endpointId, attempts })),
-  );
+export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions): Promise<Claim> {
+  const after = options.after ?? null;
+  if (options.limit <= 0) return { deliveries: [], cursor: after };
+  const inFlight = JSON.stringify(Object.fromEntries(options.inFlight));
   const rows = await runStatement<ClaimRow[]>(sql, CLAIM, [
     options.limit,
     options.perEndpoint,
     inFlight,
     Math.round(options.leaseMs),
+    // The smallest id: the first lap is then the whole circle.
+    after ?? "00000000-0000-0000-0000-000000000000",
   ]);
-  return rows.map(toClaimedDelivery);
+  const deliveries = rows.map(toClaimedDelivery);
+  return { deliveries, cursor: lastVisited(deliveries, after) ?? after };
+}
+
+/**
+ * The last endpoint a claim took from, in its visiting order: the greatest id after the cursor,
+ * or, where the claim went round past the end, the greatest id up to it. (A uuid's order in
+ * Postgres is its bytes', which is its lower-case text's.)
+ */
+function lastVisited(deliveries: readonly ClaimedDelivery[], after: string | null): string | null {
+  let lastAfter: string | null = null;
+  let lastWrapped: string | null = null;
+  for (const { endpointId } of deliveries) {
+    if (after === null || endpointId > after) {
+      if (lastAfter === null || endpointId > lastAfter) lastAfter = endpointId;
+    } else if (lastWrapped === null || endpointId > lastWrapped) {
+      lastWrapped = endpointId;
+    }
+  }
+  return lastWrapped ?? lastAfter;
 }
 
 function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
@@ -329,7 +347,7 @@ removed as (
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),
 rescheduled as (
-  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased = false
+  update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased_until = null
   from o where d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),

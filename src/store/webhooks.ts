@@ -182,7 +182,7 @@ const CLOCK_SKEW = "1 minute";
 export const PARTITIONWISE_JOIN = sql`select set_config('enable_partitionwise_join', 'on', true)`;
 
 /**
- * The lowest message id of the UTC day of `at` minus a minute (migration 0016's
+ * The lowest message id of the UTC day of `at` minus a minute (migration 0018's
  * `message_partition_bound`, folded while planning): a bound that selects whole day partitions.
  */
 const ID_FLOOR = (at: Date) =>
@@ -237,7 +237,8 @@ export function recoveryStatement(request: RecoveryRequest): SQL {
       -- leased to a worker: that would send it twice at once and break its message's order).
       on conflict on constraint webhook_deliveries_event_unique do update
         set next_attempt_at = least(webhook_deliveries.next_attempt_at, now())
-        where webhook_deliveries.attempts > 0 and not webhook_deliveries.leased
+        where webhook_deliveries.attempts > 0
+          and (webhook_deliveries.leased_until is null or webhook_deliveries.leased_until <= now())
       returning webhook_deliveries.xmax = 0 as inserted
     )
     select

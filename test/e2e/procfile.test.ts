@@ -1,4 +1,9 @@
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/harness.js";
@@ -105,6 +110,62 @@ describe("the Procfile's processes", () => {
       transport.close();
     } finally {
       expect(await bounces.stop("SIGTERM")).toBe(0);
+    }
+  });
+
+  it("bounces offers STARTTLS with BOUNCES_TLS_*_FILE, takes the feedback address, and refuses to start with a key alone", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "bounces-e2e-"));
+    const keyFile = join(dir, "key.pem");
+    const certFile = join(dir, "cert.pem");
+    await promisify(execFile)("openssl", [
+      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
+      ...["-keyout", keyFile, "-out", certFile, "-days", "1", "-subj", "/CN=bounces.e2e.test"],
+      ...["-addext", "subjectAltName=DNS:bounces.e2e.test"],
+    ]);
+    const env = {
+      DATABASE_URL: stack.databaseUrl,
+      NODE_ENV: "production",
+      BOUNCE_DOMAIN: "bounces.e2e.test",
+    };
+    try {
+      const alone = runProcess(procfile().bounces ?? "missing-bounces", {
+        ...env,
+        BOUNCES_PORT: String(await freePort()),
+        BOUNCES_TLS_KEY_FILE: keyFile,
+      });
+      expect(await alone.exited).not.toBe(0);
+      expect(alone.output()).toMatch(/BOUNCES_TLS_CERT_FILE: required when BOUNCES_TLS_KEY_FILE is set/);
+
+      const port = await freePort();
+      const bounces = runProcess(procfile().bounces ?? "missing-bounces", {
+        ...env,
+        BOUNCES_PORT: String(port),
+        BOUNCES_TLS_KEY_FILE: keyFile,
+        BOUNCES_TLS_CERT_FILE: certFile,
+        BOUNCES_FEEDBACK_ADDRESS: "fbl@bounces.e2e.test",
+      });
+      try {
+        await eventually(
+          async () => (bounces.output().includes("bounces SMTP listener") ? true : undefined),
+          15_000,
+          `the bounces process to listen:\n${bounces.output()}`,
+        );
+        const transport = nodemailer.createTransport({
+          host: "127.0.0.1",
+          port,
+          secure: false,
+          requireTLS: true,
+          tls: { ca: [await readFile(certFile, "utf8")], servername: "bounces.e2e.test" },
+        });
+        const raw = "From: staff@hotmail.example\r\nSubject: complaint\r\n\r\nNot a report.\r\n";
+        const taken = await transport.sendMail({ envelope: { from: "", to: ["fbl@bounces.e2e.test"] }, raw });
+        expect(taken.response).toMatch(/^250 /);
+        transport.close();
+      } finally {
+        expect(await bounces.stop("SIGTERM")).toBe(0);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

@@ -18,7 +18,8 @@ import { SimulatorSmsProvider } from "../../src/channels/sms/providers/simulator
 import { createMetrics, type Metrics } from "../../src/observability/metrics.js";
 import { type Config, loadConfig } from "../../src/runtime/config.js";
 import { systemTxtResolver } from "../../src/runtime/dns.js";
-import { createDeliveryQueue, DELIVERY_QUEUE, type DeliveryJobData } from "../../src/store/delivery-queue.js";
+import { createRedis } from "../../src/runtime/redis.js";
+import { DELIVERY_QUEUE, type DeliveryJobData, DeliveryQueues } from "../../src/store/delivery-queue.js";
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
@@ -40,13 +41,15 @@ export function simulatorProviders(overrides: Partial<Providers> = {}): Provider
 
 /**
  * The real stack in-process, isolated: this run's database, and a BullMQ prefix of its own so
- * no other test file's worker takes its jobs.
+ * no other test file's worker takes its jobs. Redis: the machine's, unless `env` names a cluster
+ * (`REDIS_CLUSTER_NODES`) or Sentinels (`REDIS_SENTINELS`).
  */
 export function createHarness(env: Record<string, string> = {}) {
+  const otherRedis = Boolean(env.REDIS_CLUSTER_NODES || env.REDIS_SENTINELS);
   const config: Config = loadConfig({
     NODE_ENV: "test",
     DATABASE_URL: inject("databaseUrl"),
-    REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+    ...(otherRedis ? {} : { REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" }),
     QUEUE_PREFIX: `test-${randomUUID().slice(0, 8)}`,
     RETRY_BASE_DELAY_MS: "20",
     ...GENEROUS_LIMITS,
@@ -54,9 +57,10 @@ export function createHarness(env: Record<string, string> = {}) {
     ...env,
   });
   const { db, sql } = createDatabase({ url: config.DATABASE_URL, poolSize: 10 });
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null });
-  const queue = createDeliveryQueue(redis, config.QUEUE_PREFIX);
-  const metrics = createMetrics({ process: "web", queue, db });
+  const redis = createRedis(config.REDIS, "patient", silentLogger);
+  const queues = DeliveryQueues.create(redis, config.QUEUE_PREFIX, config.QUEUE_SHARDS);
+  const queue = queues.first;
+  const metrics = createMetrics({ process: "web", queue: queues, db });
   // Made as the processes make them: one message store for the app, one delivery store for its workers.
   const store = messageStoreFor(config, sql);
   const deliveryStore = createDeliveryStore(sql, store.content);
@@ -65,6 +69,7 @@ export function createHarness(env: Record<string, string> = {}) {
     db,
     store,
     queue,
+    queues,
     logger: silentLogger,
     metrics,
     now: () => new Date(),
@@ -83,6 +88,7 @@ export function createHarness(env: Record<string, string> = {}) {
     sql,
     redis,
     queue,
+    queues,
     app,
     deps,
     deliveryStore,
@@ -91,8 +97,9 @@ export function createHarness(env: Record<string, string> = {}) {
       return { ...deps, db: database.db, store: messageStoreFor(config, database.sql) };
     },
     /**
-     * Starts an in-process delivery worker on this harness's queue and, like the worker process,
-     * the outbox relay that moves accepted messages into that queue.
+     * Starts an in-process delivery worker on this harness's queue (with shards: one BullMQ
+     * Worker per shard consumed) and, like the worker process, the outbox relay that moves
+     * accepted messages into the queue.
      */
     startWorker(options: { providers?: Partial<Providers>; concurrency?: number; metrics?: Metrics } = {}) {
       const processor = createDeliveryProcessor({
@@ -109,19 +116,22 @@ export function createHarness(env: Record<string, string> = {}) {
         random: Math.random,
         metrics: options.metrics,
       });
-      const worker = new Worker<DeliveryJobData>(DELIVERY_QUEUE, processor, {
-        connection: new Redis(config.REDIS_URL, { maxRetriesPerRequest: null }),
-        prefix: config.QUEUE_PREFIX,
-        concurrency: options.concurrency ?? 20,
+      const started = config.QUEUE_SHARDS_CONSUMED.map((shard) => {
+        const worker = new Worker<DeliveryJobData>(queues.all[shard]?.name ?? DELIVERY_QUEUE, processor, {
+          connection: createRedis(config.REDIS, "patient", silentLogger),
+          prefix: config.QUEUE_PREFIX,
+          concurrency: options.concurrency ?? 20,
+        });
+        worker.on("error", () => {});
+        workers.push(worker);
+        return worker;
       });
-      worker.on("error", () => {});
-      workers.push(worker);
-      relay ??= startOutboxRelay({ sql, queue, logger: silentLogger });
-      return worker;
+      relay ??= startOutboxRelay({ sql, queue: queues, logger: silentLogger });
+      return started[0] as Worker<DeliveryJobData>;
     },
     /** One pass of the outbox relay: adds the jobs of the messages accepted so far. */
     relayOutbox() {
-      return relayOutboxOnce({ sql, queue, logger: silentLogger });
+      return relayOutboxOnce({ sql, queue: queues, logger: silentLogger });
     },
     async close() {
       await relay?.stop();
@@ -131,8 +141,8 @@ export function createHarness(env: Record<string, string> = {}) {
           (await w.client).disconnect();
         }),
       );
-      await queue.obliterate({ force: true }).catch(() => {});
-      await queue.close();
+      await Promise.all(queues.all.map((shard) => shard.obliterate({ force: true }).catch(() => {})));
+      await queues.close();
       redis.disconnect();
       await sql.end({ timeout: 5 });
     },

@@ -106,7 +106,8 @@ export interface ProcfileStack {
 export async function startProcfileStack(baseDatabaseUrl: string, extraEnv: Record<string, string> = {}) {
   const databaseUrl = new URL(baseDatabaseUrl);
   databaseUrl.pathname = `/ntf_e2e_${randomUUID().slice(0, 8)}`;
-  const port = await freePort();
+  // A PORT of the caller's: it had to know the web process's address first (PUBLIC_BASE_URL).
+  const port = extraEnv.PORT ? Number(extraEnv.PORT) : await freePort();
   const env = {
     DATABASE_URL: databaseUrl.toString(),
     REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",

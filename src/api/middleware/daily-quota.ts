@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
 import type { Context, MiddlewareHandler } from "hono";
-import type { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { ApiError } from "../../http/errors.js";
 import type { Config } from "../../runtime/config.js";
 import type { Logger } from "../../runtime/logger.js";
@@ -64,7 +64,7 @@ export interface DailyQuotaDeps {
   /** Where the BullMQ connection comes from when `redis` is not given. */
   queue?: Pick<Queue, "opts">;
   /** The counters' store, shared by every web process; without one there is no quota. */
-  redis?: Redis;
+  redis?: Redis | Cluster;
   logger: Logger;
   /** The clock that says which UTC day it is. */
   now: () => Date;
@@ -94,11 +94,13 @@ export function utcDay(at: Date): { day: string; msLeft: number } {
  */
 export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> {
   const quota = deps.config.SEND_DAILY_QUOTA;
-  const redis = (deps.redis ?? redisOfQueue(deps.queue)) as (Redis & Partial<QuotaCommands>) | undefined;
+  const redis = (deps.redis ?? redisOfQueue(deps.queue)) as
+    | ((Redis | Cluster) & Partial<QuotaCommands>)
+    | undefined;
   if (quota === 0 || !redis) return async (_c, next) => next();
   redis.defineCommand("sendQuotaTake", { numberOfKeys: 1, lua: QUOTA_TAKE_SCRIPT });
   redis.defineCommand("sendQuotaGiveBack", { numberOfKeys: 1, lua: QUOTA_GIVE_BACK_SCRIPT });
-  const commands = redis as Redis & QuotaCommands;
+  const commands = redis as (Redis | Cluster) & QuotaCommands;
   const keyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
   const policy = `${quota};w=86400`;
 

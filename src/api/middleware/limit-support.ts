@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
 import type { Context } from "hono";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import type { Logger } from "../../runtime/logger.js";
 import type { MessageStore } from "../../store/message-store.js";
 import type { AppEnv } from "../types.js";
@@ -22,10 +22,13 @@ export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** The ioredis client a BullMQ queue was built with, if it was given one (the API's fail-fast client). */
-export function redisOfQueue(queue: Pick<Queue, "opts"> | undefined): Redis | undefined {
+/**
+ * The ioredis client a BullMQ queue was built with, if it was given one (the API's fail-fast
+ * client): one node's, or a Redis Cluster's (every limit key is one key, so it runs there as is).
+ */
+export function redisOfQueue(queue: Pick<Queue, "opts"> | undefined): Redis | Cluster | undefined {
   const connection = queue?.opts.connection;
-  return connection instanceof Redis ? connection : undefined;
+  return connection instanceof Redis || connection instanceof Cluster ? connection : undefined;
 }
 
 /** A warning logged at most once every 10 s, however many requests see the same trouble. */

@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
 import type { MiddlewareHandler } from "hono";
-import type { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -34,7 +34,7 @@ export interface RateLimitDeps {
   /** Where the BullMQ connection comes from when `redis` is not given. */
   queue?: Pick<Queue, "opts">;
   /** The shared bucket store; without one every process limits on its own. */
-  redis?: Redis;
+  redis?: Redis | Cluster;
   logger: Logger;
   /** Where a refused send's `Idempotency-Key` is looked up (a held one is let through to its replay). */
   store?: Pick<MessageStore, "holdsIdempotencyKey">;

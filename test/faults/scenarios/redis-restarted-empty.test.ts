@@ -32,7 +32,7 @@ async function jobsInRedis(ids: readonly string[]): Promise<number> {
   try {
     await redis.connect();
     const pipeline = redis.pipeline();
-    for (const id of ids) pipeline.exists(`${s.env.QUEUE_PREFIX}:deliveries:${id}`);
+    for (const id of ids) pipeline.exists(`${s.env.QUEUE_PREFIX}:{deliveries}:${id}`);
     const results = (await pipeline.exec()) ?? [];
     return results.filter(([, exists]) => exists === 1).length;
   } finally {

@@ -115,7 +115,9 @@ describe("/metrics", () => {
   it("reports queue depth by state and the age of the oldest waiting message", async () => {
     const text = await scrape();
     expect(text).toMatch(/^notification_queue_jobs\{.*state="prioritized".*\} \d+$/m);
-    expect(text).toMatch(/^notification_queue_oldest_waiting_age_seconds\{.*queue="deliveries".*\} [\d.]+$/m);
+    expect(text).toMatch(
+      /^notification_queue_oldest_waiting_age_seconds\{.*queue="\{deliveries\}".*\} [\d.]+$/m,
+    );
   });
 
   it("reports the age of the oldest outbox row and of the oldest unfinished message, so stalled deliveries show", async () => {

@@ -1,12 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { and, eq } from "drizzle-orm";
 import twilio from "twilio";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages, webhookDeliveries } from "../../../db/schema.js";
 import { createApp } from "../../../src/api/app.js";
 import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
+import { failInsertOnce } from "../../support/fail-once.js";
+import {
+  FakeTwilio,
+  type SentSms,
+  TWILIO_ACCOUNT_SID,
+  TWILIO_AUTH_TOKEN,
+} from "../../support/fake-twilio.js";
 import {
   createHarness,
   eventually,
@@ -26,121 +31,10 @@ import { expectFinishedHistory } from "../workers/history.js";
  * does, each signed with the official `twilio` package's helper (never with our own code).
  */
 
-const ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef";
-const AUTH_TOKEN = "tok_3f9c2a7be1d64c58a0f1e2d3c4b5a697";
+const ACCOUNT_SID = TWILIO_ACCOUNT_SID;
+const AUTH_TOKEN = TWILIO_AUTH_TOKEN;
 /** Where Twilio is told to call back; the app is never reached at this host (nor told it). */
 const PUBLIC_BASE_URL = "https://notify.example.test/behind-proxy";
-const MESSAGES_PATH = `/2010-04-01/Accounts/${ACCOUNT_SID}/Messages.json`;
-
-interface SentSms {
-  sid: string;
-  fields: Record<string, string>;
-}
-
-/** A stand-in for Twilio: its Messages endpoint, and its status callbacks to the app. */
-class FakeTwilio {
-  readonly sent: SentSms[] = [];
-  /** Runs before the 201 is answered (a callback that beats our own record of the success). */
-  beforeAnswer: ((sms: SentSms) => Promise<void>) | undefined;
-  readonly #server: Server;
-  #app: Harness["app"] | undefined;
-
-  private constructor(server: Server) {
-    this.#server = server;
-  }
-
-  static async start(): Promise<FakeTwilio> {
-    let fake: FakeTwilio | undefined;
-    const server = createServer((req, res) => void fake?.handle(req, res));
-    fake = new FakeTwilio(server);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    return fake;
-  }
-
-  get baseUrl(): string {
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
-  }
-
-  attach(app: Harness["app"]): void {
-    this.#app = app;
-  }
-
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString("utf8")));
-    if (req.method !== "POST" || req.url !== MESSAGES_PATH) {
-      res.writeHead(404, { "Content-Type": "application/json" });
-      res.end(JSON.stringify({ code: 20404, message: "not found" }));
-      return;
-    }
-    const sms = { sid: `SM${randomUUID().replaceAll("-", "")}`, fields };
-    this.sent.push(sms);
-    await this.beforeAnswer?.(sms);
-    res.writeHead(201, { "Content-Type": "application/json" });
-    res.end(JSON.stringify({ sid: sms.sid, status: "queued" }));
-  }
-
-  /** The SMS Twilio was asked to send to `to`. */
-  sentTo(to: string): SentSms | undefined {
-    return this.sent.find((sms) => sms.fields.To === to);
-  }
-
-  /**
-   * Posts a status callback for `sms` as Twilio does: to its StatusCallback, form-encoded, signed
-   * by the `twilio` package over that URL and the fields (or over `signedUrl`, with `token`).
-   * The request's Host and X-Forwarded-* name another host: the check must not use them.
-   */
-  async callback(
-    sms: SentSms,
-    status: string,
-    options: {
-      extra?: Record<string, string>;
-      token?: string;
-      signedUrl?: string;
-      signature?: string | null;
-      tamper?: Record<string, string>;
-      url?: string;
-    } = {},
-  ): Promise<Response> {
-    const url = options.url ?? sms.fields.StatusCallback;
-    if (!url?.startsWith(PUBLIC_BASE_URL))
-      throw new Error(`no StatusCallback under ${PUBLIC_BASE_URL}: ${url}`);
-    const fields: Record<string, string> = {
-      ApiVersion: "2010-04-01",
-      AccountSid: ACCOUNT_SID,
-      From: sms.fields.From ?? "",
-      To: sms.fields.To ?? "",
-      MessageSid: sms.sid,
-      SmsSid: sms.sid,
-      MessageStatus: status,
-      SmsStatus: status,
-      ...options.extra,
-    };
-    const signature =
-      options.signature === undefined
-        ? twilio.getExpectedTwilioSignature(options.token ?? AUTH_TOKEN, options.signedUrl ?? url, fields)
-        : options.signature;
-    const path = url.slice(PUBLIC_BASE_URL.length);
-    if (!this.#app) throw new Error("no app attached");
-    return this.#app.request(path, {
-      method: "POST",
-      headers: {
-        "content-type": "application/x-www-form-urlencoded; charset=utf-8",
-        host: "internal.example",
-        "x-forwarded-host": "attacker.example",
-        "x-forwarded-proto": "http",
-        ...(signature === null ? {} : { "x-twilio-signature": signature }),
-      },
-      body: new URLSearchParams({ ...fields, ...options.tamper }).toString(),
-    });
-  }
-
-  async close(): Promise<void> {
-    this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-}
 
 let fake: FakeTwilio;
 let h: Harness;
@@ -148,7 +42,7 @@ let org: Awaited<ReturnType<typeof onboard>>;
 let expectDocumented: ReturnType<typeof responseChecker>;
 
 beforeAll(async () => {
-  fake = await FakeTwilio.start();
+  fake = await FakeTwilio.start(PUBLIC_BASE_URL);
   h = createHarness({
     SMS_PROVIDER: "twilio",
     TWILIO_ACCOUNT_SID: ACCOUNT_SID,
@@ -344,6 +238,33 @@ describe("Twilio status callbacks", () => {
       "rejected",
     );
     expect(fake.sent.filter((sent) => sent.fields.To === to)).toHaveLength(sentBefore);
+  });
+
+  it("an opt-out whose suppression entry fails to be written is not recorded either (500); the same callback again records both", async () => {
+    const { id, sms } = await sentSms();
+    const stops = async () => {
+      const listed = await h.app.request("/api/v1/suppressions?reason=stop&limit=1000", {
+        headers: { "x-api-key": org.apiKey },
+      });
+      const { suppressions } = (await listed.json()) as { suppressions: Array<{ message_id: string }> };
+      return suppressions.filter((entry) => entry.message_id === id);
+    };
+    const restore = await failInsertOnce(h.sql, "suppressions", id);
+    try {
+      const failed = await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } });
+      await expectError(failed, 500);
+      // Nothing half-written: the receipt is not there without its entry.
+      expect((await record(id)).delivery.state).toBe("unknown");
+      expect((await history(id)).filter((event) => event.type === "receipt")).toEqual([]);
+      expect(await stops()).toEqual([]);
+
+      // Sent again (Twilio's retry when its connection overrides ask for one, or a later callback).
+      expect((await fake.callback(sms, "undelivered", { extra: { ErrorCode: "21610" } })).status).toBe(200);
+      expect((await record(id)).delivery).toMatchObject({ state: "undelivered", error_code: "21610" });
+      expect(await stops()).toHaveLength(1);
+    } finally {
+      await restore();
+    }
   });
 
   it("an undelivered receipt for another reason suppresses nothing", async () => {

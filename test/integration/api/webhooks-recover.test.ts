@@ -271,8 +271,8 @@ describe("recovering a webhook endpoint's events", () => {
     // The first failed once and waits 5 h for its retry; the second is in flight for its second attempt.
     await h.db.execute(sql`update webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '5 hours'
       where id = ${waiting?.id}`);
-    await h.db.execute(sql`update webhook_deliveries set attempts = 1, leased = true,
-      next_attempt_at = now() + interval '30 seconds' where id = ${held?.id}`);
+    await h.db.execute(sql`update webhook_deliveries set attempts = 1,
+      leased_until = now() + interval '30 seconds' where id = ${held?.id}`);
     const stored = await findWebhookEndpoint(h.db, org.id, endpoint);
     if (!stored) throw new Error("endpoint not stored");
 
@@ -283,7 +283,8 @@ describe("recovering a webhook endpoint's events", () => {
       nextSince: null,
     });
     const rows = await h.db.execute<{ seq: number; attempts: number; due: boolean; leased: boolean }>(sql`
-      select seq, attempts, next_attempt_at <= now() as due, leased
+      select seq, attempts, next_attempt_at <= now() and leased_until is null as due,
+        coalesce(leased_until > now(), false) as leased
       from webhook_deliveries where endpoint_id = ${endpoint} order by seq`);
     expect(rows.map((r) => ({ ...r }))).toEqual([
       { seq: 1, attempts: 1, due: true, leased: false },

@@ -1,17 +1,24 @@
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { and, eq } from "drizzle-orm";
 import nodemailer from "nodemailer";
 import PostalMime from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { suppressions as suppressionsTable, webhookDeliveries } from "../../../db/schema.js";
+import { loadBouncesTls } from "../../../src/bounces/config.js";
 import {
   type BounceIntake,
   createBounceIntake,
   type SuppressionCandidate,
 } from "../../../src/bounces/intake.js";
 import { SmtpEmailProvider } from "../../../src/channels/email/providers/smtp.js";
-import { suppressRecipient } from "../../../src/store/suppressions.js";
+import { postfixDsn as postfixDsnTo, yahooArf as yahooArfTo } from "../../support/email-reports.js";
+import { failInsertOnce } from "../../support/fail-once.js";
 import {
   createHarness,
   createTemplate,
@@ -34,6 +41,8 @@ import { PASSWORD, TestSmtpServer, USER } from "../../support/smtp-server.js";
 
 const DOMAIN = "bounces.notify.test";
 const RETURN_PATH = { domain: DOMAIN, localPart: "bounce" };
+/** Where the feedback loops registered with the mailbox providers send their reports. */
+const FEEDBACK_ADDRESS = `fbl@${DOMAIN}`;
 
 const h = createHarness();
 let smtp: TestSmtpServer;
@@ -73,10 +82,10 @@ beforeAll(async () => {
     returnPath: RETURN_PATH,
     maxClients: 20,
     maxConnectionsPerIp: 3,
+    feedbackAddress: FEEDBACK_ADDRESS.toUpperCase(),
     onBounceOrComplaint: async (_sql, candidate) => {
       suppressions.push(candidate);
     },
-    suppressRecipient: (entry) => suppressRecipient(h.db, entry),
   });
   intakePort = await intake.listen(0, "127.0.0.1");
   const organization = await onboard(h);
@@ -102,8 +111,8 @@ afterAll(async () => {
 });
 
 /** Sends an e-mail to `to` through the API and the worker; waits for its success. */
-async function sentEmail(to = "ada@example.com"): Promise<string> {
-  const response = await sendNotification(h, "email", apiKey, {
+async function sentEmail(to = "ada@example.com", key = apiKey): Promise<string> {
+  const response = await sendNotification(h, "email", key, {
     payload: {
       template_name: "plain",
       template_content: [],
@@ -118,15 +127,15 @@ async function sentEmail(to = "ada@example.com"): Promise<string> {
   expect(response.status, await response.clone().text()).toBe(202);
   const id = ((await response.json()) as { request_id: string }).request_id;
   await eventually(
-    async () => ((await record(id)).status === "success" ? true : undefined),
+    async () => ((await record(id, key)).status === "success" ? true : undefined),
     15_000,
     "success",
   );
   return id;
 }
 
-async function record(id: string) {
-  const response = await getMessage(h, apiKey, id);
+async function record(id: string, key = apiKey) {
+  const response = await getMessage(h, key, id);
   expect(response.status).toBe(200);
   await expectDocumented(response, "get", "/api/v1/messages/{message_id}");
   return (await response.json()) as {
@@ -136,6 +145,14 @@ async function record(id: string) {
 }
 
 async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
+  return (await history(id)).filter((event) => event.type === "receipt");
+}
+
+async function delayedEvents(id: string): Promise<Array<Record<string, unknown>>> {
+  return (await history(id)).filter((event) => event.type === "delivery_delayed");
+}
+
+async function history(id: string): Promise<Array<Record<string, unknown>>> {
   const response = await h.app.request(`/api/v1/messages/${id}/events`, { headers: { "x-api-key": apiKey } });
   expect(response.status).toBe(200);
   // The history's e-mail receipts are as the OpenAPI document describes them.
@@ -143,7 +160,7 @@ async function receipts(id: string): Promise<Array<Record<string, unknown>>> {
   const body = (await response.json()) as
     | { events?: Array<Record<string, unknown>> }
     | Array<Record<string, unknown>>;
-  return (Array.isArray(body) ? body : (body.events ?? [])).filter((event) => event.type === "receipt");
+  return Array.isArray(body) ? body : (body.events ?? []);
 }
 
 /** Sends `raw` to the intake over SMTP as a reporting MTA does (a DSN's sender is null: `MAIL FROM:<>`). */
@@ -164,112 +181,52 @@ async function report(to: string, raw: string, from = "") {
 
 const verp = (id: string) => `bounce+${id}@${DOMAIN}`;
 
-/** A Postfix bounce ("Undelivered Mail Returned to Sender"), as its bounce(8) daemon writes it. */
-function postfixDsn(
-  id: string,
-  recipient: string,
-  action: string,
-  status: string,
-  diagnostic: string,
-): string {
-  const boundary = "3F1A2C0B9E.1732500000/mx1.example.com";
-  return [
-    "Return-Path: <>",
-    `Received: by mx1.example.com (Postfix) id 3F1A2C0B9E; Mon, 25 Nov 2026 01:20:00 +0000 (UTC)`,
-    "Date: Mon, 25 Nov 2026 01:20:00 +0000 (UTC)",
-    "From: MAILER-DAEMON@mx1.example.com (Mail Delivery System)",
-    "Subject: Undelivered Mail Returned to Sender",
-    `To: ${verp(id)}`,
-    "Auto-Submitted: auto-replied",
-    "MIME-Version: 1.0",
-    `Content-Type: multipart/report; report-type=delivery-status;`,
-    `\tboundary="${boundary}"`,
-    "Content-Transfer-Encoding: 8bit",
-    "Message-Id: <20261125012000.3F1A2C0B9E@mx1.example.com>",
-    "",
-    "This is a MIME-encapsulated message.",
-    "",
-    `--${boundary}`,
-    "Content-Description: Notification",
-    "Content-Type: text/plain; charset=us-ascii",
-    "",
-    "This is the mail system at host mx1.example.com.",
-    "",
-    "I'm sorry to have to inform you that your message could not",
-    "be delivered to one or more recipients.",
-    "",
-    `<${recipient}>: host mail.example.com[192.0.2.25] said: ${diagnostic}`,
-    "",
-    `--${boundary}`,
-    "Content-Description: Delivery report",
-    "Content-Type: message/delivery-status",
-    "",
-    "Reporting-MTA: dns; mx1.example.com",
-    "X-Postfix-Queue-ID: 3F1A2C0B9E",
-    `X-Postfix-Sender: rfc822; ${verp(id)}`,
-    "Arrival-Date: Mon, 25 Nov 2026 01:19:58 +0000 (UTC)",
-    "",
-    `Final-Recipient: rfc822; ${recipient}`,
-    `Original-Recipient: rfc822;${recipient}`,
-    `Action: ${action}`,
-    `Status: ${status}`,
-    "Remote-MTA: dns; mail.example.com",
-    `Diagnostic-Code: smtp; ${diagnostic.slice(0, 30)}`,
-    `    ${diagnostic.slice(30)}`,
-    "",
-    `--${boundary}`,
-    "Content-Description: Undelivered Message Headers",
-    "Content-Type: text/rfc822-headers",
-    "",
-    `Return-Path: <${verp(id)}>`,
-    "From: ACME <hello@acme.test>",
-    `To: ${recipient}`,
-    "Subject: Hello",
-    `X-Notification-Id: ${id}`,
-    "",
-    `--${boundary}--`,
-    "",
-  ].join("\r\n");
-}
+/** A Postfix bounce of message `id`, to its return path (test/support/email-reports.ts). */
+const postfixDsn = (id: string, recipient: string, action: string, status: string, diagnostic: string) =>
+  postfixDsnTo(verp(id), id, recipient, action, status, diagnostic);
 
-/** An abuse report as Yahoo's complaint feedback loop sends it (RFC 5965 ARF). */
-function yahooArf(id: string, recipient: string, feedbackType = "abuse"): string {
-  const boundary = "----=_Part_1234_567890.1732500000000";
+/** A Yahoo feedback-loop report about message `id`, to its return path. */
+const yahooArf = (id: string, recipient: string, feedbackType = "abuse") =>
+  yahooArfTo(verp(id), id, recipient, feedbackType);
+
+/**
+ * An abuse report as Microsoft's JMRP sends it to the one address registered with it (not to the
+ * return path): ARF, the original message attached, its recipient redacted, and nothing else that
+ * names the message but the original's own headers (`originalHeaders`).
+ */
+function jmrpArf(originalHeaders: string[], feedbackType = "abuse"): string {
+  const boundary = "----=_NextPart_000_0001_01DB3F00.5A1B2C30";
   return [
-    "From: feedbackloop@comcast.yahoo.example",
-    `To: ${verp(id)}`,
-    "Subject: FW: Hello",
-    "Date: Mon, 25 Nov 2026 01:25:00 +0000",
+    "From: staff@hotmail.example",
+    `To: ${FEEDBACK_ADDRESS}`,
+    "Subject: complaint about message from 192.0.2.10",
+    "Date: Mon, 25 Nov 2026 02:00:00 +0000",
     "MIME-Version: 1.0",
     `Content-Type: multipart/report; report-type=feedback-report; boundary="${boundary}"`,
     "",
     `--${boundary}`,
     "Content-Type: text/plain; charset=us-ascii",
-    "Content-Transfer-Encoding: 7bit",
     "",
-    "This is an email abuse report for an email message received from IP 192.0.2.10 on Mon, 25 Nov 2026 01:10:00 +0000",
+    "This is an email abuse report for an email message received from IP 192.0.2.10.",
     "",
     `--${boundary}`,
     "Content-Type: message/feedback-report",
     "",
     `Feedback-Type: ${feedbackType}`,
-    "User-Agent: Yahoo!-Mail-Feedback/2.0",
+    "User-Agent: Microsoft JMRP/1.0",
     "Version: 1",
-    `Original-Mail-From: <${verp(id)}>`,
-    `Original-Rcpt-To: <${recipient}>`,
-    "Arrival-Date: Mon, 25 Nov 2026 01:10:00 +0000",
-    "Reporting-MTA: dns; mta1.feedback.yahoo.example",
     "Source-IP: 192.0.2.10",
+    "Arrival-Date: Mon, 25 Nov 2026 01:50:00 +0000",
     "",
     `--${boundary}`,
     "Content-Type: message/rfc822",
     "Content-Disposition: inline",
     "",
-    `Return-Path: <${verp(id)}>`,
+    "Received: from mail.acme.test ([192.0.2.10]) by mx.hotmail.example; Mon, 25 Nov 2026 01:50:00 +0000",
     "From: ACME <hello@acme.test>",
-    `To: ${recipient}`,
+    "To: redacted@hotmail.example",
     "Subject: Hello",
-    `X-Notification-Id: ${id}`,
+    ...originalHeaders,
     "MIME-Version: 1.0",
     "Content-Type: text/plain",
     "",
@@ -306,6 +263,21 @@ describe("VERP", () => {
 });
 
 describe("the bounces intake", () => {
+  it("a hard bounce that arrives after the organization's data was erased is recorded, and no entry comes back", async () => {
+    const other = await onboard(h);
+    await createTemplate(h, other.apiKey, { name: "plain", code: "<p>Hello</p>" });
+    const id = await sentEmail("erased@example.com", other.apiKey);
+    const erased = await h.app.request(`/api/v1/organizations/${other.id}/data`, { method: "DELETE" });
+    expect(erased.status, await erased.clone().text()).toBe(200);
+    const sent = await report(
+      verp(id),
+      postfixDsn(id, "erased@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"),
+    );
+    expect(sent.response).toMatch(/^250 /);
+    expect((await record(id, other.apiKey)).delivery.state).toBe("bounced");
+    expect(await listEntries(id)).toEqual([]);
+  });
+
   it("a Postfix DSN with 5.1.1 makes the delivery `bounced`; the same DSN again records nothing", async () => {
     const id = await sentEmail("gone@example.com");
     const dsn = postfixDsn(
@@ -352,7 +324,32 @@ describe("the bounces intake", () => {
     expect(await listEntries(id)).toEqual([]);
   });
 
-  it("a 4.x.x delayed DSN changes nothing: not before a bounce, not after one", async () => {
+  it("a suppression entry that fails to be written fails the receipt too: 451, nothing recorded, and the sender's retry records both", async () => {
+    const id = await sentEmail("flaky@example.com");
+    const dsn = postfixDsn(id, "flaky@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
+    const restore = await failInsertOnce(h.sql, "suppressions", id);
+    try {
+      const errors = counted("error");
+      await expect(report(verp(id), dsn)).rejects.toMatchObject({ responseCode: 451 });
+      expect(counted("error")).toBe(errors + 1);
+      // Nothing half-written: no receipt without its entry.
+      expect((await record(id)).delivery.state).toBe("unknown");
+      expect(await receipts(id)).toEqual([]);
+      expect(await listEntries(id)).toEqual([]);
+      expect(await webhookEvents(id)).not.toContain("message.bounced");
+
+      // The reporting MTA tries again later: this time both are written.
+      expect((await report(verp(id), dsn)).response).toMatch(/^250 /);
+      expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "5.1.1" });
+      expect(await receipts(id)).toHaveLength(1);
+      expect(await listEntries(id)).toEqual([{ channel: "email", reason: "hard_bounce" }]);
+      expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+    } finally {
+      await restore();
+    }
+  });
+
+  it("a 4.x.x delayed DSN is history only: the delivery, the status and the webhooks stay; once; not after a bounce", async () => {
     const id = await sentEmail("slow@example.com");
     const delayed = postfixDsn(
       id,
@@ -361,11 +358,35 @@ describe("the bounces intake", () => {
       "4.4.1",
       "450 4.4.1 Host mail.example.com timed out, will retry",
     );
-    const before = counted("delayed");
+    const before = await record(id);
+    const webhooksBefore = await webhookEvents(id);
+    const delays = counted("delayed");
     expect((await report(verp(id), delayed)).response).toMatch(/^250 /);
-    expect(counted("delayed")).toBe(before + 1);
-    expect((await record(id)).delivery).toEqual({ state: "unknown", updated_at: null, error_code: null });
+    expect(counted("delayed")).toBe(delays + 1);
+    const after = await record(id);
+    expect(after.delivery).toEqual({ state: "unknown", updated_at: null, error_code: null });
+    expect(after.status).toBe("success");
+    expect(after).toEqual(before);
     expect(await receipts(id)).toEqual([]);
+    // In the history (as the OpenAPI document describes it: `receipts` checks every response).
+    expect(await delayedEvents(id)).toEqual([
+      {
+        seq: expect.any(Number),
+        retry_count: 0,
+        occurred_at: expect.any(String),
+        type: "delivery_delayed",
+        error_code: "4.4.1",
+        provider: "smtp",
+        provider_status: "delayed",
+      },
+    ]);
+    expect(await webhookEvents(id)).toEqual(webhooksBefore);
+
+    // The same DSN again (or the server's next warning) adds nothing.
+    const duplicates = counted("duplicate");
+    expect((await report(verp(id), delayed)).response).toMatch(/^250 /);
+    expect(counted("duplicate")).toBe(duplicates + 1);
+    expect(await delayedEvents(id)).toHaveLength(1);
 
     await report(
       verp(id),
@@ -376,6 +397,17 @@ describe("the bounces intake", () => {
     await report(verp(id), delayed);
     expect((await record(id)).delivery).toEqual(bounced.delivery);
     expect(await receipts(id)).toHaveLength(1);
+    expect(await delayedEvents(id)).toHaveLength(1);
+    expect((await webhookEvents(id)).filter((type) => type === "message.bounced")).toHaveLength(1);
+  });
+
+  it("a delayed DSN after a bounce is not recorded (stale)", async () => {
+    const id = await sentEmail("late@example.com");
+    await report(verp(id), postfixDsn(id, "late@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"));
+    const duplicates = counted("duplicate");
+    await report(verp(id), postfixDsn(id, "late@example.com", "delayed", "4.4.1", "450 4.4.1 timed out"));
+    expect(counted("duplicate")).toBe(duplicates + 1);
+    expect(await delayedEvents(id)).toEqual([]);
   });
 
   it("a failure with a 4.x.x status (the server gave up retrying) is a bounce", async () => {
@@ -475,11 +507,71 @@ describe("the bounces intake", () => {
     expect((await record(smsId)).delivery.state).toBe("unknown");
   });
 
+  it("a complaint to the feedback address names its message by the original's X-Notification-Id: `complained` and suppressed, as by the return path", async () => {
+    const id = await sentEmail("fbl-user@example.com");
+    // The headers the SMTP provider really set on the e-mail the recipient got.
+    const sent = await PostalMime.parse(smtp.received[0]?.raw ?? "");
+    const header = (name: string) => sent.headers.find((h) => h.key === name)?.value ?? "";
+    expect(header("x-notification-id")).toBe(id);
+    const arf = jmrpArf([`Message-ID: ${header("message-id")}`, `X-Notification-Id: ${id}`]);
+
+    const answer = await report(FEEDBACK_ADDRESS, arf, "staff@hotmail.example");
+    expect(answer.response).toMatch(/^250 /);
+    expect((await record(id)).delivery).toEqual({
+      state: "complained",
+      updated_at: expect.any(String),
+      error_code: null,
+    });
+    expect((await receipts(id)).map((event) => [event.state, event.provider_status])).toEqual([
+      ["complained", "abuse"],
+    ]);
+    expect(await listEntries(id)).toEqual([{ channel: "email", reason: "complaint" }]);
+    expect((await webhookEvents(id)).filter((type) => type === "message.complained")).toHaveLength(1);
+
+    // The same report again, and by the return path too: one receipt, counted as duplicates.
+    const duplicates = counted("duplicate");
+    await report(FEEDBACK_ADDRESS.toUpperCase(), arf);
+    await report(verp(id), yahooArf(id, "fbl-user@example.com"));
+    expect(counted("duplicate")).toBe(duplicates + 2);
+    expect(await receipts(id)).toHaveLength(1);
+  });
+
+  it("the original's Message-ID alone is enough (a loop that drops X- headers)", async () => {
+    const id = await sentEmail("fbl-msgid@example.com");
+    await report(FEEDBACK_ADDRESS, jmrpArf([`Message-ID: <${id}@acme.test>`]));
+    expect((await record(id)).delivery.state).toBe("complained");
+  });
+
+  it("anything else to the feedback address is taken (250) and records nothing", async () => {
+    const id = await sentEmail("fbl-other@example.com");
+    const notReports = counted("not_a_report");
+    const unidentified = counted("unidentified");
+    const taken = async (raw: string) =>
+      expect((await report(FEEDBACK_ADDRESS, raw)).response).toMatch(/^250 /);
+    // A DSN (bounces go to the return path, never here), a `not-spam` report, an out-of-office reply.
+    await taken(postfixDsn(id, "fbl-other@example.com", "failed", "5.1.1", "550 5.1.1 User unknown"));
+    await taken(jmrpArf([`X-Notification-Id: ${id}`], "not-spam"));
+    await taken("From: someone@example.net\r\nSubject: Out of office\r\n\r\nAway.\r\n");
+    expect(counted("not_a_report")).toBe(notReports + 3);
+    // Complaints that name no message: none, not an id (and another sender's Message-ID).
+    await taken(jmrpArf([]));
+    await taken(jmrpArf(["X-Notification-Id: 42", "Message-ID: <CAF=abc123@mail.gmail.example>"]));
+    await taken(jmrpArf(["Message-ID: <CAF=abc123@mail.gmail.example>"]));
+    expect(counted("unidentified")).toBe(unidentified + 3);
+    const unknown = counted("unknown_message");
+    await taken(jmrpArf([`X-Notification-Id: ${randomUUID()}`]));
+    expect(counted("unknown_message")).toBe(unknown + 1);
+    expect((await record(id)).delivery.state).toBe("unknown");
+    expect(await listEntries(id)).toEqual([]);
+  });
+
   it("refuses at RCPT (550) anything but a return path of ours: it never relays", async () => {
     const id = await sentEmail("ok@example.com");
     const dsn = postfixDsn(id, "ok@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
     for (const to of [
       "postmaster@bounces.notify.test",
+      `fbl@elsewhere.example`,
+      `fbl+x@${DOMAIN}`,
       `bounce+${id}@elsewhere.example`,
       `other+${id}@${DOMAIN}`,
       `bounce+not-a-uuid@${DOMAIN}`,
@@ -530,6 +622,122 @@ describe("the bounces intake", () => {
       },
       10_000,
       "three connections served again",
+    );
+  });
+});
+
+describe("STARTTLS on the listener (BOUNCES_TLS_KEY_FILE / BOUNCES_TLS_CERT_FILE)", () => {
+  let dir = "";
+  let cert = "";
+  let tlsIntake: BounceIntake;
+  let tlsPort = 0;
+
+  /** A self-signed certificate for `name` (P-256), its key and certificate written under `dir`. */
+  async function selfSigned(name: string, prefix: string) {
+    const keyFile = join(dir, `${prefix}-key.pem`);
+    const certFile = join(dir, `${prefix}-cert.pem`);
+    await promisify(execFile)("openssl", [
+      ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"],
+      ...["-keyout", keyFile, "-out", certFile, "-days", "1", "-subj", `/CN=${name}`],
+      ...["-addext", `subjectAltName=DNS:${name}`],
+    ]);
+    return { keyFile, certFile };
+  }
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "bounces-tls-"));
+    const files = await selfSigned(DOMAIN, "mx");
+    const tls = loadBouncesTls({
+      BOUNCES_TLS_KEY_FILE: files.keyFile,
+      BOUNCES_TLS_CERT_FILE: files.certFile,
+    });
+    if (!tls) throw new Error("no TLS settings");
+    cert = tls.cert;
+    tlsIntake = createBounceIntake({
+      sql: h.sql,
+      logger: silentLogger,
+      returnPath: RETURN_PATH,
+      maxClients: 20,
+      maxConnectionsPerIp: 3,
+      tls,
+    });
+    tlsPort = await tlsIntake.listen(0, "127.0.0.1");
+  });
+  afterAll(async () => {
+    await tlsIntake?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Sends `raw` as a mail server that insists on TLS (and checks the certificate) would. */
+  async function reportOverTls(port: number, to: string, raw: string) {
+    const transport = nodemailer.createTransport({
+      host: "127.0.0.1",
+      port,
+      secure: false,
+      requireTLS: true,
+      tls: { ca: [cert], servername: DOMAIN },
+      connectionTimeout: 5000,
+    });
+    try {
+      return await transport.sendMail({ envelope: { from: "", to: [to] }, raw });
+    } finally {
+      transport.close();
+    }
+  }
+
+  it("offers STARTTLS with the operator's certificate: a server that requires TLS delivers its DSN, and it is recorded", async () => {
+    const id = await sentEmail("tls@example.com");
+    const dsn = postfixDsn(id, "tls@example.com", "failed", "5.1.1", "550 5.1.1 User unknown");
+    const sent = await reportOverTls(tlsPort, verp(id), dsn);
+    expect(sent.response).toMatch(/^250 /);
+    expect((await record(id)).delivery).toMatchObject({ state: "bounced", error_code: "5.1.1" });
+  });
+
+  it("still takes mail in clear text (an MX cannot require TLS); without the settings no STARTTLS is offered", async () => {
+    const id = await sentEmail("clear@example.com");
+    const dsn = postfixDsn(id, "clear@example.com", "failed", "5.2.1", "550 5.2.1 Mailbox disabled");
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: tlsPort, ignoreTLS: true });
+    try {
+      expect(
+        (await transport.sendMail({ envelope: { from: "", to: [verp(id)] }, raw: dsn })).response,
+      ).toMatch(/^250 /);
+    } finally {
+      transport.close();
+    }
+    expect((await record(id)).delivery.state).toBe("bounced");
+    // The listener without a certificate (the other tests'): a sender requiring TLS cannot deliver.
+    await expect(reportOverTls(intakePort, verp(id), dsn)).rejects.toThrow(/STARTTLS/i);
+  });
+
+  it("start-up refuses a key that is not the certificate's, and a file it cannot read, naming the variable", async () => {
+    const mx = { keyFile: join(dir, "mx-key.pem"), certFile: join(dir, "mx-cert.pem") };
+    const other = await selfSigned("other.example", "other");
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: other.keyFile, BOUNCES_TLS_CERT_FILE: mx.certFile }),
+    ).toThrow(/BOUNCES_TLS_KEY_FILE: .* is not the private key of /);
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: join(dir, "missing.pem"), BOUNCES_TLS_CERT_FILE: mx.certFile }),
+    ).toThrow(/BOUNCES_TLS_KEY_FILE: cannot read .*missing\.pem \(ENOENT\)/);
+    const garbage = join(dir, "garbage.pem");
+    await writeFile(garbage, "not a certificate");
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: mx.keyFile, BOUNCES_TLS_CERT_FILE: garbage }),
+    ).toThrow(
+      /^(?![\s\S]*BOUNCES_TLS_KEY_FILE)[\s\S]*BOUNCES_TLS_CERT_FILE: .*garbage\.pem is not a PEM certificate/,
+    );
+    expect(() =>
+      loadBouncesTls({ BOUNCES_TLS_KEY_FILE: garbage, BOUNCES_TLS_CERT_FILE: mx.certFile }),
+    ).toThrow(
+      /^(?![\s\S]*BOUNCES_TLS_CERT_FILE)[\s\S]*BOUNCES_TLS_KEY_FILE: .*garbage\.pem is not a PEM private key/,
+    );
+    // Empty files: Node's TLS context would take them as no key and no certificate at all.
+    const empty = join(dir, "empty.pem");
+    await writeFile(empty, "");
+    expect(() => loadBouncesTls({ BOUNCES_TLS_KEY_FILE: empty, BOUNCES_TLS_CERT_FILE: mx.certFile })).toThrow(
+      /BOUNCES_TLS_KEY_FILE: .*empty\.pem is not a PEM private key/,
+    );
+    expect(() => loadBouncesTls({ BOUNCES_TLS_KEY_FILE: mx.keyFile, BOUNCES_TLS_CERT_FILE: empty })).toThrow(
+      /BOUNCES_TLS_CERT_FILE: .*empty\.pem is not a PEM certificate/,
     );
   });
 });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../../db/schema.js";
 import type { Channel } from "../../../src/domain/events.js";
 import type { ReceiptState } from "../../../src/domain/receipts.js";
-import { recordReceipt } from "../../../src/messages/receipts.js";
+import { recordDelay, recordReceipt } from "../../../src/messages/receipts.js";
 import type { StoredEvent } from "../../../src/store/events.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
 import {
@@ -119,8 +119,9 @@ beforeAll(async () => {
   );
 
   // Receipts on some of them, in every shape: on a success, a failure and a rejection; several
-  // on one message; a duplicate and a late lower one (which append nothing).
-  const RECEIPTS: ReceiptState[][] = [
+  // on one message; a duplicate and a late lower one (which append nothing); delays (history
+  // only: the first is appended, a second or one after a final receipt is not).
+  const RECEIPTS: Array<Array<ReceiptState | "delayed">> = [
     [],
     ["sent"],
     ["sent", "delivered"],
@@ -128,14 +129,29 @@ beforeAll(async () => {
     ["undelivered", "delivered", "sent"],
     ["delivered", "delivered"],
     ["bounced", "complained"],
+    ["delayed"],
+    ["delayed", "sent", "delayed", "bounced"],
+    ["delivered", "delayed"],
   ];
   let given = 0;
+  let delays = 0;
   for (const [index, id] of messageIds.entries()) {
     const states = RECEIPTS[index % RECEIPTS.length] ?? [];
     const { events } = await h.deps.store.loadMessage(id);
     const success = events.find((stored) => stored.event.type === "success")?.event;
     const provider = success?.type === "success" ? success.data.provider : "simulator";
     for (const state of states) {
+      if (state === "delayed") {
+        const delay = { errorCode: "4.4.1", provider, providerStatus: "delayed" };
+        const outcome = await recordDelay(h.deps.store, {
+          messageId: id,
+          channel: channelOf(events),
+          delay,
+          now: new Date(),
+        });
+        if (outcome === "recorded") delays++;
+        continue;
+      }
       const outcome = await recordReceipt(h.deps.store, {
         messageId: id,
         channel: channelOf(events),
@@ -152,6 +168,7 @@ beforeAll(async () => {
     }
   }
   expect(given).toBeGreaterThan(messageIds.length / 3);
+  expect(delays).toBeGreaterThan(0);
 });
 
 function channelOf(events: readonly StoredEvent[]): Channel {
@@ -170,7 +187,9 @@ describe("projection rebuild", () => {
       deliveries.add(row.deliveryState);
     }
     expect(statuses).toEqual(new Set(["success", "failed", "rejected"]));
-    expect(deliveries).toEqual(new Set(["unknown", "sent", "delivered", "undelivered", "complained"]));
+    expect(deliveries).toEqual(
+      new Set(["unknown", "sent", "delivered", "undelivered", "bounced", "complained"]),
+    );
   });
 
   it("given that run, when the projections are rebuilt from the events, then every record comes back identical", async () => {

@@ -49,6 +49,13 @@ const events = [
       status: "success",
     },
   })),
+  // A delayed DSN: history only, never a webhook (docs/decisions/0040).
+  {
+    type: "delivery_delayed",
+    retryCount: 0,
+    occurredAt: "",
+    data: { errorCode: "4.4.1", provider: "smtp", providerStatus: "delayed", status: "success" },
+  },
 ] as unknown as MessageEvent[];
 
 describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
@@ -61,6 +68,7 @@ describe("webhook_event_type (SQL) and webhookEventTypeOf (domain)", () => {
         "message.complained",
       ]),
     );
+    expect(webhookEventTypeOf(events.at(-1) as MessageEvent)).toBeUndefined();
     for (const event of events) {
       const [row] = await h.sql<Array<{ type: string | null }>>`
         select webhook_event_type(${event.type}, ${JSON.stringify(event.data)}::jsonb) as type`;
@@ -76,8 +84,9 @@ describe("message_events' type check (migration 0013)", () => {
     insert into message_events (message_id, seq, type, retry_count, data, occurred_at, organization_id)
     values (${randomUUID()}, 1, ${type}, 0, '{}'::jsonb, now(), ${randomUUID()})`;
 
-  it("takes a receipt and still refuses a type the domain does not have", async () => {
+  it("takes a receipt and a delay, and still refuses a type the domain does not have", async () => {
     await expect(insert("receipt")).resolves.toBeDefined();
+    await expect(insert("delivery_delayed")).resolves.toBeDefined();
     await expect(insert("exploded")).rejects.toMatchObject({ code: "23514" });
   });
 

@@ -87,7 +87,7 @@ export async function expectFinishedHistory(
     // A receipt keeps the status (and the retry count): the walk goes on from the same status,
     // and from the same previous status event (a receipt may come between an attempt's start and
     // its outcome; its time is when the provider's callback came, not the worker's clock).
-    if (event.type === "receipt") {
+    if (event.type === "receipt" || event.type === "delivery_delayed") {
       expect(event.retryCount, `retry_count of seq ${event.seq} in ${shape}`).toBe(retryCount);
       continue;
     }
@@ -113,7 +113,7 @@ export async function expectFinishedHistory(
   const terminal = events.filter((e) => TERMINAL_STATUSES.includes(e.type as Status));
   expect(terminal, shape).toHaveLength(1);
   // The terminal event is the last change of status (receipts may follow it).
-  const statusEvents = events.filter((e) => e.type !== "receipt");
+  const statusEvents = events.filter((e) => e.type !== "receipt" && e.type !== "delivery_delayed");
   expect(statusEvents.at(-1)).toBe(terminal[0]);
 
   const last = statusEvents.at(-1);

@@ -578,7 +578,7 @@ describe("webhook dispatcher", () => {
     const id = await send(org.apiKey);
     await final([id]);
     // The dead worker: it claimed (and leased) what was due, and never POSTed nor settled it.
-    const claimed = await claimDueDeliveries(h.sql, {
+    const { deliveries: claimed } = await claimDueDeliveries(h.sql, {
       limit: 10,
       perEndpoint: 4,
       inFlight: new Map(),
@@ -587,7 +587,7 @@ describe("webhook dispatcher", () => {
     // Only the accepted event: the later ones wait while it is in flight.
     expect(claimed.map((c) => [c.messageId, c.seq])).toEqual([[id, 1]]);
     const [lease] = await h.sql<Array<{ until: number; leased: boolean }>>`
-      select (extract(epoch from next_attempt_at) * 1000)::float8 as until, leased
+      select (extract(epoch from leased_until) * 1000)::float8 as until, leased_until is not null as leased
       from webhook_deliveries where id = ${claimed[0]?.id ?? 0}`;
     expect(lease?.leased).toBe(true);
     dispatcher({ attemptTimeoutMs: 1000, leaseMs: 1500 });
@@ -702,7 +702,7 @@ describe("settling again what was settled (a lost reply)", () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/replay");
     const deliveryId = await insertDelivery(endpoint.id, org.id);
-    await h.sql`update webhook_deliveries set leased = true where id = ${deliveryId}`;
+    await h.sql`update webhook_deliveries set leased_until = now() + interval '30 seconds' where id = ${deliveryId}`;
     const retryAt = new Date(Date.now() + 3_600_000);
     const batch: DeliverySettlement[] = [
       {
@@ -727,7 +727,7 @@ describe("settling again what was settled (a lost reply)", () => {
     await settleDeliveries(h.sql, batch, options);
 
     const [row] = await h.sql<Array<{ attempts: number; leased: boolean }>>`
-      select attempts, leased from webhook_deliveries where id = ${deliveryId}`;
+      select attempts, leased_until is not null as leased from webhook_deliveries where id = ${deliveryId}`;
     expect(row).toEqual({ attempts: 1, leased: false });
     expect(await attemptsOf(endpoint.id)).toHaveLength(1);
   });
@@ -806,20 +806,49 @@ describe("claimDueDeliveries", () => {
     expect(seqs.length).toBeGreaterThanOrEqual(2);
     // The first endpoint: its accepted event in flight elsewhere (leased, untried), the later ones
     // due for an hour (the longest waiting); the second endpoint's accepted event due for a minute.
-    await h.sql`update webhook_deliveries set next_attempt_at = now() + interval '1 hour'
+    await h.sql`update webhook_deliveries set leased_until = now() + interval '1 hour'
       where endpoint_id = ${first.id} and seq = ${seqs[0]?.seq ?? 0}`;
     await h.sql`update webhook_deliveries set next_attempt_at = now() - interval '1 hour'
       where endpoint_id = ${first.id} and seq > ${seqs[0]?.seq ?? 0}`;
     await h.sql`update webhook_deliveries set next_attempt_at = now() - interval '1 minute'
       where endpoint_id = ${second.id}`;
 
-    const claimed = await claimDueDeliveries(h.sql, {
+    const { deliveries: claimed } = await claimDueDeliveries(h.sql, {
       limit: 1,
       perEndpoint: 4,
       inFlight: new Map(),
       leaseMs: 60_000,
     });
     expect(claimed.map((c) => [c.endpointId, c.messageId, c.seq])).toEqual([[second.id, id, 1]]);
+  });
+
+  it("given three endpoints with two due events each, then claims of one from where the last stopped serve each endpoint once before any twice", async () => {
+    const org = await onboard(h);
+    const endpoints = await Promise.all(
+      ["/round/a", "/round/b", "/round/c"].map((path) =>
+        createEndpoint(org.apiKey, path, ["message.accepted"]),
+      ),
+    );
+    const ids = [await send(org.apiKey), await send(org.apiKey)];
+    await final(ids);
+    const ours = new Set(endpoints.map((e) => e.id));
+    const served: string[] = [];
+    let cursor: string | null = null;
+    for (let i = 0; i < 20 && served.length < 6; i++) {
+      const claim = await claimDueDeliveries(h.sql, {
+        limit: 1,
+        perEndpoint: 1,
+        inFlight: new Map(),
+        leaseMs: 600_000,
+        after: cursor,
+      });
+      cursor = claim.cursor;
+      for (const c of claim.deliveries) if (ours.has(c.endpointId)) served.push(c.endpointId);
+    }
+    const inIdOrder = [...ours].sort();
+    const start = inIdOrder.indexOf(served[0] ?? "");
+    const round = [...inIdOrder.slice(start), ...inIdOrder.slice(0, start)];
+    expect(served).toEqual([...round, ...round]);
   });
 });
 

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { fieldBlocks, parseReport, verdictOf } from "../../../src/channels/email/bounces/reports.js";
+import {
+  fieldBlocks,
+  messageIdOfOriginal,
+  parseReport,
+  verdictOf,
+} from "../../../src/channels/email/bounces/reports.js";
 import { messageIdOfReturnPath, returnPath } from "../../../src/channels/email/bounces/verp.js";
 
 const SETTINGS = { domain: "bounces.example.com", localPart: "bounce" };
@@ -112,7 +117,7 @@ describe("parsing and mapping reports", () => {
       ].join("\r\n");
     expect(verdictOf(await parseReport(dsn(part("delayed", "4.4.1"))))).toEqual({
       kind: "delayed",
-      status: "4.4.1",
+      delay: { errorCode: "4.4.1", provider: "smtp", providerStatus: "delayed" },
     });
     expect(verdictOf(await parseReport(dsn(part("delivered", "2.0.0"))))).toMatchObject({
       kind: "receipt",
@@ -174,5 +179,60 @@ describe("parsing and mapping reports", () => {
       receipt: { state: "bounced", errorCode: null },
       suppress: null,
     });
+  });
+});
+
+describe("messageIdOfOriginal: which message a report to the feedback address is about", () => {
+  const original = (notificationId: string | null, messageId: string | null) => ({
+    notificationId,
+    messageId,
+  });
+  it("takes X-Notification-Id, else the id in Message-ID", () => {
+    expect(messageIdOfOriginal(original(ID, `<${ID}@acme.test>`))).toBe(ID);
+    // A relay's own Message-ID: the header wins.
+    expect(messageIdOfOriginal(original(ID, "<0193a0b2-7c4d-7e8f-9a0b-000000000000@relay.example>"))).toBe(
+      ID,
+    );
+    // A header that names no message id: the Message-ID's.
+    expect(messageIdOfOriginal(original("42", `<${ID}@acme.test>`))).toBe(ID);
+    expect(messageIdOfOriginal(original(` ${ID.toUpperCase()} `, null))).toBe(ID);
+    expect(messageIdOfOriginal(original(null, `<${ID}@acme.test>`))).toBe(ID);
+    expect(messageIdOfOriginal(original(null, `${ID}@acme.test`))).toBe(ID);
+  });
+  it("names nothing for another sender's message, a malformed header without a Message-ID of ours, or no copy", () => {
+    expect(messageIdOfOriginal(null)).toBeNull();
+    expect(messageIdOfOriginal(original(null, null))).toBeNull();
+    expect(messageIdOfOriginal(original(null, "<CAF=abc@mail.gmail.example>"))).toBeNull();
+    expect(messageIdOfOriginal(original("42", "<CAF=abc@mail.gmail.example>"))).toBeNull();
+  });
+  it("is read from the report's copy of the original message (message/rfc822 or text/rfc822-headers)", async () => {
+    for (const type of ["message/rfc822", "text/rfc822-headers"]) {
+      const raw = [
+        "MIME-Version: 1.0",
+        'Content-Type: multipart/report; report-type=feedback-report; boundary="b1"',
+        "",
+        "--b1",
+        "Content-Type: message/feedback-report",
+        "",
+        "Feedback-Type: abuse",
+        "Version: 1",
+        "",
+        "--b1",
+        `Content-Type: ${type}`,
+        "",
+        "From: ACME <hello@acme.test>",
+        `Message-ID: <${ID}@acme.test>`,
+        "X-Notification-Id:",
+        ` ${ID}`,
+        "",
+        "X-Notification-Id: 0193a0b2-7c4d-7e8f-9a0b-000000000000 (a body line, not a header)",
+        "--b1--",
+        "",
+      ].join("\r\n");
+      const report = await parseReport(Buffer.from(raw));
+      expect(report, type).toMatchObject({ kind: "feedback", original: { notificationId: ID } });
+      if (report.kind !== "feedback") throw new Error("not feedback");
+      expect(messageIdOfOriginal(report.original)).toBe(ID);
+    }
   });
 });

@@ -72,14 +72,14 @@ const ILLEGAL_PAIRS = ALL_PAIRS.filter(({ from, to }) => !TRANSITIONS[from].incl
 
 describe("the transition table", () => {
   it("is the design's table: 7 legal transitions, success/failed/rejected terminal", () => {
-    // Besides the statuses, a receipt (which keeps the status) in every one after `accepted`.
+    // Besides the statuses, a receipt and a delay (which keep the status) in every one after `accepted`.
     expect(TRANSITIONS).toEqual({
       initial: ["accepted"],
-      accepted: ["pending", "rejected", "receipt"],
-      pending: ["pending", "success", "rejected", "failed", "receipt"],
-      success: ["receipt"],
-      failed: ["receipt"],
-      rejected: ["receipt"],
+      accepted: ["pending", "rejected", "receipt", "delivery_delayed"],
+      pending: ["pending", "success", "rejected", "failed", "receipt", "delivery_delayed"],
+      success: ["receipt", "delivery_delayed"],
+      failed: ["receipt", "delivery_delayed"],
+      rejected: ["receipt", "delivery_delayed"],
     });
     expect(LEGAL_PAIRS).toHaveLength(7);
     expect(ILLEGAL_PAIRS).toHaveLength(FROM.length * STATUSES.length - 7);
@@ -150,6 +150,7 @@ describe("(none) -> accepted", () => {
       retryCount: 0,
       attempts: 0,
       delivery: { state: "unknown", updatedAt: null, errorCode: null },
+      delayNoted: false,
     });
   });
 

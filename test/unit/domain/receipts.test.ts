@@ -286,3 +286,61 @@ describe("receipts as webhook events", () => {
     expect(body?.data.delivery).toBeNull();
   });
 });
+
+describe("a delayed delivery (history only)", () => {
+  const delay = { errorCode: "4.4.1", provider: "smtp", providerStatus: "delayed" };
+  function delayAt(state: MessageState, t: number) {
+    const decision = decide(state, { type: "record_delay", delay, now: at(t) });
+    if (!("events" in decision)) throw new Error(`refused: ${JSON.stringify(decision)}`);
+    return { state: decision.events.reduce(evolve, state), events: decision.events };
+  }
+
+  for (const status of STATUSES) {
+    it(`given a message ${status}, when the first delay comes, then it is recorded and nothing but the version moves`, () => {
+      const before = known(fold(HISTORY_ENDING_IN[status]));
+      const { state, events } = delayAt(before, 5 * SECOND);
+      expect(events).toEqual([
+        {
+          type: "delivery_delayed",
+          retryCount: before.retryCount,
+          occurredAt: iso(5 * SECOND),
+          data: { ...delay, status },
+        },
+      ]);
+      const { version, delayNoted, ...rest } = known(state);
+      const { version: versionBefore, delayNoted: noted, ...restBefore } = before;
+      expect([version, delayNoted, noted]).toEqual([versionBefore + 1, true, false]);
+      expect(rest).toEqual(restBefore);
+    });
+  }
+
+  it("given a delay recorded, when another comes, then nothing is appended", () => {
+    const { state } = delayAt(fold(HISTORY_ENDING_IN.success), 5 * SECOND);
+    expect(delayAt(state, 6 * SECOND).events).toEqual([]);
+  });
+
+  it("given a final receipt, when a delay comes, then nothing is appended (stale); after `sent` it is", () => {
+    for (const final of ["delivered", "undelivered", "bounced", "complained"] as const)
+      expect(delayAt(withReceipts("success", [final]), 20 * SECOND).events, final).toEqual([]);
+    expect(delayAt(withReceipts("success", ["sent"]), 20 * SECOND).events).toHaveLength(1);
+  });
+
+  it("given a delay, a later receipt still moves the delivery, and the delay is no webhook", () => {
+    const { state, events } = delayAt(fold(HISTORY_ENDING_IN.success), 5 * SECOND);
+    const [event] = events;
+    if (!event) throw new Error("no event");
+    expect(webhookEventTypeOf(event)).toBeUndefined();
+    expect(known(record(state, receipt("bounced", "5.1.1"), 6 * SECOND).state).delivery).toEqual({
+      state: "bounced",
+      updatedAt: iso(6 * SECOND),
+      errorCode: "5.1.1",
+    });
+  });
+
+  it("is refused for a message never accepted", () => {
+    expect(decide(fold([]), { type: "record_delay", delay, now: at(0) })).toEqual({
+      refused: "illegal",
+      reason: "no delay for a message never accepted",
+    });
+  });
+});

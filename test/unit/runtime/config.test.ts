@@ -1,7 +1,11 @@
 import { Resolver } from "node:dns/promises";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadBouncesConfig } from "../../../src/bounces/config.js";
 import { BROWSER_PUSH_SERVICES, ConfigError, loadConfig } from "../../../src/runtime/config.js";
+import { describeRedis } from "../../../src/runtime/redis-topology.js";
 
 const production = {
   NODE_ENV: "production",
@@ -304,5 +308,161 @@ describe("loadBouncesConfig: the bounces process's own settings", () => {
         BOUNCES_HOST: "127.0.0.1",
       },
     );
+  });
+
+  it("BOUNCES_FEEDBACK_ADDRESS: an address at BOUNCE_DOMAIN (lower-cased), never one that looks like a return path", () => {
+    const base = { NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" };
+    expect(loadBouncesConfig({ ...base, BOUNCES_FEEDBACK_ADDRESS: "FBL@Bounces.Example.com" })).toMatchObject(
+      {
+        BOUNCES_FEEDBACK_ADDRESS: "fbl@bounces.example.com",
+      },
+    );
+    expect(loadBouncesConfig(base).BOUNCES_FEEDBACK_ADDRESS).toBeUndefined();
+    for (const value of ["fbl", "fbl@example.com", "bounce+x@bounces.example.com"])
+      expect(() => loadBouncesConfig({ ...base, BOUNCES_FEEDBACK_ADDRESS: value }), value).toThrow(
+        /BOUNCES_FEEDBACK_ADDRESS/,
+      );
+  });
+
+  it("BOUNCES_TLS_KEY_FILE and BOUNCES_TLS_CERT_FILE: both or neither, naming the one missing", () => {
+    const base = { NODE_ENV: "production", BOUNCE_DOMAIN: "bounces.example.com" };
+    expect(() => loadBouncesConfig({ ...base, BOUNCES_TLS_KEY_FILE: "/k.pem" })).toThrow(
+      /BOUNCES_TLS_CERT_FILE: required when BOUNCES_TLS_KEY_FILE/,
+    );
+    expect(() => loadBouncesConfig({ ...base, BOUNCES_TLS_CERT_FILE: "/c.pem" })).toThrow(
+      /BOUNCES_TLS_KEY_FILE: required when BOUNCES_TLS_CERT_FILE/,
+    );
+    expect(
+      loadBouncesConfig({ ...base, BOUNCES_TLS_KEY_FILE: "/k.pem", BOUNCES_TLS_CERT_FILE: "/c.pem" }),
+    ).toMatchObject({ BOUNCES_TLS_KEY_FILE: "/k.pem", BOUNCES_TLS_CERT_FILE: "/c.pem" });
+  });
+});
+
+describe("loadConfig: where Redis is (REDIS_URL, a cluster, Sentinels)", () => {
+  const local = { NODE_ENV: "test" };
+
+  it("takes one Redis from REDIS_URL by default, TLS with rediss://", () => {
+    expect(loadConfig(local).REDIS).toEqual({
+      kind: "single",
+      url: "redis://127.0.0.1:6379",
+      tls: undefined,
+    });
+    expect(loadConfig({ ...local, REDIS_URL: "rediss://cache.example:6380" }).REDIS).toMatchObject({
+      kind: "single",
+      tls: {},
+    });
+    expect(problems({ ...local, REDIS_URL: "http://cache.example" })).toMatch(
+      /REDIS_URL: must be a redis:\/\/ or rediss:\/\/ URL/,
+    );
+  });
+
+  it("takes a cluster from its seed nodes, and Sentinels with the primary's name, with passwords", () => {
+    expect(
+      loadConfig({
+        ...local,
+        REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b:7001,[::1]:7002",
+        REDIS_PASSWORD: "pw",
+      }).REDIS,
+    ).toEqual({
+      kind: "cluster",
+      nodes: [
+        { host: "10.0.0.1", port: 7000 },
+        { host: "redis-b", port: 7001 },
+        { host: "::1", port: 7002 },
+      ],
+      password: "pw",
+      tls: undefined,
+    });
+    expect(
+      loadConfig({
+        ...local,
+        REDIS_SENTINELS: "s1:26379,s2:26379",
+        REDIS_SENTINEL_NAME: "mymaster",
+        REDIS_USERNAME: "ntf",
+        REDIS_PASSWORD: "pw",
+        REDIS_SENTINEL_PASSWORD: "spw",
+        REDIS_TLS: "true",
+      }).REDIS,
+    ).toEqual({
+      kind: "sentinel",
+      sentinels: [
+        { host: "s1", port: 26379 },
+        { host: "s2", port: 26379 },
+      ],
+      name: "mymaster",
+      username: "ntf",
+      password: "pw",
+      sentinelPassword: "spw",
+      tls: {},
+    });
+  });
+
+  it("refuses a cluster and Sentinels together, or either beside REDIS_URL", () => {
+    const both = problems({
+      ...local,
+      REDIS_CLUSTER_NODES: "a:1",
+      REDIS_SENTINELS: "b:2",
+      REDIS_SENTINEL_NAME: "m",
+    });
+    expect(both).toMatch(/REDIS_CLUSTER_NODES \/ REDIS_SENTINELS: set one or neither/);
+    expect(problems({ ...local, REDIS_URL: "redis://x:6379", REDIS_CLUSTER_NODES: "a:1" })).toMatch(
+      /REDIS_URL: unset it when REDIS_CLUSTER_NODES is set/,
+    );
+  });
+
+  it("refuses Sentinels without a name, and Sentinel settings without Sentinels", () => {
+    expect(problems({ ...local, REDIS_SENTINELS: "s1:26379" })).toMatch(
+      /REDIS_SENTINEL_NAME: required when REDIS_SENTINELS is set/,
+    );
+    expect(problems({ ...local, REDIS_SENTINEL_NAME: "mymaster" })).toMatch(
+      /REDIS_SENTINEL_NAME: only with REDIS_SENTINELS/,
+    );
+    expect(problems({ ...local, REDIS_SENTINEL_PASSWORD: "x" })).toMatch(
+      /REDIS_SENTINEL_PASSWORD: only with REDIS_SENTINELS/,
+    );
+  });
+
+  it("refuses node lists that are not host:port", () => {
+    expect(problems({ ...local, REDIS_CLUSTER_NODES: "a:1,b" })).toMatch(
+      /REDIS_CLUSTER_NODES: must be host:port entries, comma-separated \(port 1-65535\); not "b"/,
+    );
+    expect(problems({ ...local, REDIS_SENTINELS: "s1:70000", REDIS_SENTINEL_NAME: "m" })).toMatch(
+      /REDIS_SENTINELS: must be host:port entries/,
+    );
+  });
+
+  it("describes where Redis is for the logs without a user or password", () => {
+    expect(describeRedis(loadConfig({ ...local, REDIS_URL: "redis://u:secret@cache:6380" }).REDIS)).toBe(
+      "cache:6380",
+    );
+    expect(
+      describeRedis(
+        loadConfig({ ...local, REDIS_CLUSTER_NODES: "a:1,[::1]:2", REDIS_PASSWORD: "secret" }).REDIS,
+      ),
+    ).toBe("the cluster of a:1,[::1]:2");
+    expect(
+      describeRedis(loadConfig({ ...local, REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" }).REDIS),
+    ).toBe('the primary "m" of the Sentinels s:26379');
+  });
+
+  it("refuses credentials given twice, or a user without a password", () => {
+    expect(problems({ ...local, REDIS_URL: "redis://:pw@x:6379", REDIS_PASSWORD: "pw2" })).toMatch(
+      /REDIS_PASSWORD: REDIS_URL carries a user or password already/,
+    );
+    expect(problems({ ...local, REDIS_USERNAME: "ntf" })).toMatch(/REDIS_USERNAME: needs REDIS_PASSWORD/);
+  });
+
+  it("reads the CA file with TLS, and refuses one without TLS or one it cannot read", () => {
+    const dir = mkdtempSync(join(tmpdir(), "redis-ca-"));
+    const ca = join(dir, "ca.pem");
+    writeFileSync(ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+    expect(
+      loadConfig({ ...local, REDIS_URL: "rediss://x:6380", REDIS_TLS_CA_FILE: ca }).REDIS.tls?.ca,
+    ).toContain("BEGIN CERTIFICATE");
+    expect(problems({ ...local, REDIS_TLS_CA_FILE: ca })).toMatch(/REDIS_TLS_CA_FILE: needs TLS/);
+    expect(problems({ ...local, REDIS_TLS: "true", REDIS_TLS_CA_FILE: join(dir, "missing.pem") })).toMatch(
+      /REDIS_TLS_CA_FILE: cannot read .*missing\.pem \(ENOENT\)/,
+    );
+    rmSync(dir, { recursive: true });
   });
 });

@@ -8,7 +8,6 @@ import {
 } from "../../../channels/sms/receipts/twilio.js";
 import { errorResponse } from "../../../http/errors.js";
 import { recordReceipt } from "../../../messages/receipts.js";
-import { suppressRecipient } from "../../../store/suppressions.js";
 import { bodyLimit } from "../../register-routes.js";
 import type { AppDeps, AppEnv } from "../../types.js";
 
@@ -67,12 +66,12 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
       return c.body(null, 200);
     }
     const { receipt } = callback;
-    // Answered 200 whatever came of it: Twilio does not send a status callback again after an error.
+    // A receipt recorded, a duplicate or one for no message of ours: 200. A failure of ours (the
+    // database): 500 with nothing written; Twilio does not send the callback again (the provider
+    // asks for no retries), so that receipt is lost, and a STOP is learnt again from the 21610 of
+    // the next send.
     const outcome = UUID.test(messageId)
-      ? await recordReceipt(
-          { ...deps.store, suppress: (entry) => suppressRecipient(deps.db, entry) },
-          { messageId, channel: "sms", receipt, now: deps.now() },
-        )
+      ? await recordReceipt(deps.store, { messageId, channel: "sms", receipt, now: deps.now() })
       : "unknown_message";
     count(outcome);
     const fields = {

@@ -1,5 +1,5 @@
 import PostalMime from "postal-mime";
-import type { Receipt } from "../../../domain/receipts.js";
+import type { DeliveryDelay, Receipt } from "../../../domain/receipts.js";
 
 /**
  * What a mail server sends back to a message's return path (docs/decisions/0040), parsed with
@@ -28,7 +28,13 @@ export interface DsnRecipient {
 
 export type Report =
   | { kind: "dsn"; recipients: DsnRecipient[] }
-  | { kind: "feedback"; feedbackType: string; originalRcptTo: string | null }
+  | {
+      kind: "feedback";
+      feedbackType: string;
+      originalRcptTo: string | null;
+      /** What the report's copy of the original message says it is (see {@link OriginalMessage}). */
+      original: OriginalMessage | null;
+    }
   | { kind: "not_a_report"; reason: string };
 
 /** Header blocks (RFC 3464 §2.1, RFC 5965 §3.1): `Name: value` lines, folded, blocks split by a blank line. */
@@ -69,6 +75,37 @@ function addressOf(typed: string | undefined): string | null {
 function statusOf(value: string | undefined): string | null {
   const code = value?.trim().split(/\s+/)[0] ?? "";
   return /^[245]\.\d{1,3}\.\d{1,3}$/.test(code) ? code : null;
+}
+
+/**
+ * The identifying headers of the original message a feedback report carries (RFC 5965 §2: its
+ * third part, `message/rfc822`, or `text/rfc822-headers`): ours set `X-Notification-Id: {id}` and
+ * `Message-ID: <{id}@{from domain}>` (src/channels/email/providers/smtp.ts).
+ */
+export interface OriginalMessage {
+  notificationId: string | null;
+  messageId: string | null;
+}
+
+const ORIGINAL_PARTS = new Set(["message/rfc822", "text/rfc822-headers", "message/rfc822-headers"]);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The message a feedback report is about, from its copy of the original message (for the reports
+ * that come to the fixed feedback address, not to a return path): the `X-Notification-Id` header,
+ * else (absent or not a message id) the message id in `Message-ID: <{id}@…>`. Null when neither
+ * names one. A relay may replace the `Message-ID` with its own: the header wins. (Requiring the two
+ * to agree would stop no forger, who writes both; what protects a message is that its id cannot be
+ * guessed, decision 0040.)
+ */
+export function messageIdOfOriginal(original: OriginalMessage | null): string | null {
+  if (!original) return null;
+  const fromHeader = original.notificationId?.trim().toLowerCase() ?? "";
+  const fromMessageId =
+    /^<?([^@<>\s]+)@[^<>\s]+>?$/.exec(original.messageId?.trim() ?? "")?.[1]?.toLowerCase() ?? "";
+  const named = UUID.test(fromHeader) ? fromHeader : null;
+  const identified = UUID.test(fromMessageId) ? fromMessageId : null;
+  return named ?? identified;
 }
 
 const DSN_PARTS = new Set(["message/delivery-status", "message/global-delivery-status"]);
@@ -113,7 +150,20 @@ export async function parseReport(raw: Buffer): Promise<Report> {
     const [fields] = fieldBlocks(text(part.content));
     const feedbackType = fields?.get("feedback-type")?.toLowerCase();
     if (!feedbackType) return { kind: "not_a_report", reason: "no_feedback_type" };
-    return { kind: "feedback", feedbackType, originalRcptTo: addressOf(fields?.get("original-rcpt-to")) };
+    const copy = email.attachments.find((attachment) => ORIGINAL_PARTS.has(attachment.mimeType));
+    // Its header block: the lines up to the first blank one (folded lines joined).
+    const headers = copy ? fieldBlocks(text(copy.content).split(/\r?\n\r?\n/, 1)[0] ?? "")[0] : undefined;
+    return {
+      kind: "feedback",
+      feedbackType,
+      originalRcptTo: addressOf(fields?.get("original-rcpt-to")),
+      original: headers
+        ? {
+            notificationId: headers.get("x-notification-id")?.trim() ?? null,
+            messageId: headers.get("message-id")?.trim() ?? null,
+          }
+        : null,
+    };
   }
   return { kind: "not_a_report", reason: `report_type_${reportType ?? "missing"}` };
 }
@@ -130,7 +180,7 @@ const COMPLAINT_TYPES = new Set(["abuse", "fraud", "virus", "other"]);
  *   a positive DSN, `complained` for an abuse report); `suppress` says which recipient to
  *   suppress, and why, for a hard bounce (a `5.x.x` failure) or a complaint;
  * - `delayed`: the server is still trying (`Action: delayed`, or a `4.x.x` without `failed`):
- *   logged and counted, never recorded (the delivery state does not move);
+ *   recorded in the history only (`recordDelay`: the delivery state does not move);
  * - `ignored`: nothing to record (not a report, `not-spam`, `relayed`, `expanded`).
  *
  * A DSN about several recipients: a failure wins (a `5.x.x` one first), then a delay, then a
@@ -143,7 +193,7 @@ export type ReportVerdict =
       receipt: Receipt;
       suppress: { reason: "hard_bounce" | "complaint"; recipient: string | null } | null;
     }
-  | { kind: "delayed"; status: string | null }
+  | { kind: "delayed"; delay: DeliveryDelay }
   | { kind: "ignored"; reason: string };
 
 export function verdictOf(report: Report): ReportVerdict {
@@ -168,7 +218,11 @@ export function verdictOf(report: Report): ReportVerdict {
     };
   }
   const delayed = report.recipients.find((r) => r.action === "delayed" || r.status?.startsWith("4."));
-  if (delayed) return { kind: "delayed", status: delayed.status };
+  if (delayed)
+    return {
+      kind: "delayed",
+      delay: { errorCode: delayed.status, provider: EMAIL_RECEIPT_PROVIDER, providerStatus: "delayed" },
+    };
   const delivered = report.recipients.find((r) => r.action === "delivered");
   if (delivered) return { kind: "receipt", receipt: receipt("delivered", null, "delivered"), suppress: null };
   return { kind: "ignored", reason: `action_${report.recipients[0]?.action || "missing"}` };

@@ -1,0 +1,169 @@
+/**
+ * What one webhook delivery costs the dispatcher (docs/decisions/0036), apart from the rest of the
+ * service: a throw-away database gets `messages` messages over 100 organizations, each with one
+ * endpoint on the bench's lean receiver (bench/lib/webhook-receiver.ts) subscribed to final
+ * events, and each message's `success` event (the fan-out trigger writes the deliveries); then the
+ * worker's dispatcher, in this process, drains them. Reported per delivery: this process's CPU
+ * (the dispatcher: claims, POSTs, signing, settles), the database's own backends' CPU, the
+ * receiver's, and the drain's wall time; `rounds` drains, each on fresh deliveries.
+ * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3]`
+ */
+import { randomUUID } from "node:crypto";
+import type postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
+import { createDatabase } from "../../db/client.js";
+import { dropDatabase, ensureDatabase, runMigrations } from "../../db/migrate.js";
+import { createLogger } from "../../src/runtime/logger.js";
+import { createOutboundAgent, outboundPost } from "../../src/runtime/outbound/outbound-fetch.js";
+import { newWebhookSecret, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
+import { startWebhookDispatcher } from "../../workers/webhook-dispatcher.js";
+import { postgresBackendsCpuMs } from "../lib/system.js";
+import { startWebhookReceiver } from "../lib/webhook-receiver.js";
+
+const MESSAGES = Number(process.argv[2] ?? 20_000);
+const ROUNDS = Number(process.argv[3] ?? 3);
+const ORGANIZATIONS = 100;
+
+const base = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const url = new URL(base);
+const databaseName = `ntf_micro_webhooks_${randomUUID().slice(0, 8)}`;
+url.pathname = `/${databaseName}`;
+const databaseUrl = url.toString();
+
+async function main(): Promise<void> {
+  await ensureDatabase(databaseUrl);
+  await runMigrations(databaseUrl);
+  // The service's own client (its JSON and dates left to the caller, as the store expects).
+  const { sql } = createDatabase({ url: databaseUrl, poolSize: 10 });
+  const receiver = await startWebhookReceiver();
+  const secrets = webhookSecrets({});
+  try {
+    const organizations = Array.from({ length: ORGANIZATIONS }, () => uuidv7());
+    await sql`insert into organizations ${sql(
+      organizations.map((id, i) => ({ id, product_id: "micro", name: `Org ${i}`, active: true })),
+    )}`;
+    const plain: Record<string, string> = {};
+    const endpoints = organizations.map((organizationId) => {
+      const id = uuidv7();
+      const secret = newWebhookSecret();
+      plain[`/${organizationId}`] = secret;
+      return {
+        id,
+        organization_id: organizationId,
+        url: `http://127.0.0.1:${receiver.port}/${organizationId}`,
+        event_types: ["message.succeeded", "message.failed", "message.rejected"],
+        enabled: true,
+        secret_sealed: secrets.seal(id, secret),
+        created_at: new Date().toISOString(),
+        updated_at: new Date().toISOString(),
+      };
+    });
+    await sql`insert into webhook_endpoints ${sql(endpoints)}`;
+    await receiver.setSecrets(plain);
+
+    const dispatcher = startWebhookDispatcher({
+      sql,
+      logger: createLogger({ level: "warn", name: "micro" }),
+      secrets,
+      post: outboundPost(createOutboundAgent({ allowedNetworks: ["127.0.0.0/8"] })),
+      newId: uuidv7,
+      now: () => new Date(),
+      random: Math.random,
+      concurrency: Number(process.env.WEBHOOK_CONCURRENCY ?? 64),
+      endpointConcurrency: Number(process.env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 4),
+    });
+    const results: string[] = [];
+    try {
+      for (let round = 1; round <= ROUNDS; round++) {
+        const keys = await writeMessages(sql, organizations, MESSAGES);
+        await receiver.expect(keys);
+        await sql`vacuum analyze webhook_deliveries`;
+        const self0 = process.cpuUsage();
+        const pg0 = postgresBackendsCpuMs(databaseName);
+        const receiver0 = receiver.cpuMs();
+        const started = performance.now();
+        while ((await receiver.received()) < keys.length) await new Promise((r) => setTimeout(r, 20));
+        // The settles trail the last POST by a few milliseconds: wait for the table to empty.
+        while ((await sql`select 1 from webhook_deliveries limit 1`).length > 0)
+          await new Promise((r) => setTimeout(r, 5));
+        const wallMs = performance.now() - started;
+        const self = process.cpuUsage(self0);
+        const per = (ms: number) => Math.round((ms * 1000) / keys.length);
+        const line =
+          `round ${round}: ${keys.length} deliveries in ${Math.round(wallMs)} ms ` +
+          `(${Math.round(keys.length / (wallMs / 1000))}/s); CPU µs per delivery: ` +
+          `dispatcher ${per((self.user + self.system) / 1000)}, ` +
+          `postgres (this database's backends) ${per(postgresBackendsCpuMs(databaseName) - pg0)}, ` +
+          `receiver ${per(receiver.cpuMs() - receiver0)}`;
+        results.push(line);
+        console.log(line);
+      }
+    } finally {
+      await dispatcher.stop();
+    }
+    const summary = await receiver.summary();
+    console.log(
+      `receipts ${summary.received}/${summary.expected} of the last round, duplicates ${summary.duplicates}, ` +
+        `signatures checked ${summary.signatures.checked} (failed ${summary.signatures.failed}), ` +
+        `wrong organization ${summary.wrongOrganization}`,
+    );
+  } finally {
+    await receiver.close();
+    await sql.end();
+    await dropDatabase(databaseUrl);
+  }
+}
+
+/**
+ * `count` SMS messages (records and their `accepted` and `success` events, as the worker writes
+ * them, in statements of 500 events): the fan-out trigger writes one delivery per success. Returns
+ * the receiver's keys of the success events.
+ */
+async function writeMessages(sql: postgres.Sql, organizations: string[], count: number): Promise<string[]> {
+  const keys: string[] = [];
+  for (let start = 0; start < count; start += 500) {
+    const batch = Array.from({ length: Math.min(500, count - start) }, (_, i) => ({
+      id: uuidv7(),
+      organizationId: organizations[(start + i) % organizations.length] as string,
+    }));
+    const now = new Date().toISOString();
+    await sql`insert into messages ${sql(
+      batch.map(({ id, organizationId }) => ({
+        message_id: id,
+        organization_id: organizationId,
+        product_id: "micro",
+        channel: "sms",
+        status: "success",
+        priority: "medium",
+        recipient: "+14155550100",
+        sender: "MICRO",
+        body: "Your code is 123456",
+        retry_enabled: true,
+        retry_count: 0,
+        version: 2,
+        created_at: now,
+        updated_at: now,
+      })),
+    )}`;
+    for (const [seq, type, data] of [
+      [1, "accepted", {}],
+      [2, "success", { provider: "simulator", providerMessageId: "SM0" }],
+    ] as const) {
+      await sql`insert into message_events ${sql(
+        batch.map(({ id, organizationId }) => ({
+          message_id: id,
+          organization_id: organizationId,
+          seq,
+          type,
+          retry_count: 0,
+          data: JSON.stringify(data),
+          occurred_at: now,
+        })),
+      )}`;
+    }
+    for (const { id } of batch) keys.push(`${id}:2`);
+  }
+  return keys;
+}
+
+await main();

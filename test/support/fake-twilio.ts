@@ -1,0 +1,135 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import twilio from "twilio";
+
+/**
+ * A stand-in for Twilio: its Messages endpoint (answered as Twilio answers), and its status
+ * callbacks, posted the way Twilio posts them and signed with the official `twilio` package's
+ * helper (never with our own code). The callbacks go to the service in process (`attach`) or, in
+ * the end-to-end tests, over HTTP to the URL the service gave as `StatusCallback`.
+ */
+
+export const TWILIO_ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef";
+export const TWILIO_AUTH_TOKEN = "tok_3f9c2a7be1d64c58a0f1e2d3c4b5a697";
+const MESSAGES_PATH = `/2010-04-01/Accounts/${TWILIO_ACCOUNT_SID}/Messages.json`;
+
+export interface SentSms {
+  sid: string;
+  fields: Record<string, string>;
+}
+
+/** Answers a request as an in-process app does (Hono's `app.request`). */
+type InProcessApp = { request(path: string, init: RequestInit): Response | Promise<Response> };
+
+export class FakeTwilio {
+  readonly sent: SentSms[] = [];
+  /** Runs before the 201 is answered (a callback that beats our own record of the success). */
+  beforeAnswer: ((sms: SentSms) => Promise<void>) | undefined;
+  readonly #server: Server;
+  readonly #publicBaseUrl: string;
+  #app: InProcessApp | undefined;
+
+  private constructor(server: Server, publicBaseUrl: string) {
+    this.#server = server;
+    this.#publicBaseUrl = publicBaseUrl.replace(/\/+$/, "");
+  }
+
+  /** `publicBaseUrl`: the service's PUBLIC_BASE_URL, under which every StatusCallback must be. */
+  static async start(publicBaseUrl: string): Promise<FakeTwilio> {
+    let fake: FakeTwilio | undefined;
+    const server = createServer((req, res) => void fake?.handle(req, res));
+    fake = new FakeTwilio(server, publicBaseUrl);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    return fake;
+  }
+
+  get baseUrl(): string {
+    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  /** Posts the callbacks to this app in process, at the path under PUBLIC_BASE_URL. */
+  attach(app: InProcessApp): void {
+    this.#app = app;
+  }
+
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString("utf8")));
+    if (req.method !== "POST" || req.url !== MESSAGES_PATH) {
+      res.writeHead(404, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ code: 20404, message: "not found" }));
+      return;
+    }
+    const sms = { sid: `SM${randomUUID().replaceAll("-", "")}`, fields };
+    this.sent.push(sms);
+    await this.beforeAnswer?.(sms);
+    res.writeHead(201, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ sid: sms.sid, status: "queued" }));
+  }
+
+  /** The SMS Twilio was asked to send to `to` (the first). */
+  sentTo(to: string): SentSms | undefined {
+    return this.sent.find((sms) => sms.fields.To === to);
+  }
+
+  /**
+   * Posts a status callback for `sms` as Twilio does: to its StatusCallback, form-encoded, signed
+   * by the `twilio` package over that URL and the fields (or over `signedUrl`, with `token`).
+   * In process, the request's Host and X-Forwarded-* name another host: the check must not use them.
+   */
+  async callback(
+    sms: SentSms,
+    status: string,
+    options: {
+      extra?: Record<string, string>;
+      token?: string;
+      signedUrl?: string;
+      signature?: string | null;
+      tamper?: Record<string, string>;
+      url?: string;
+    } = {},
+  ): Promise<Response> {
+    const url = options.url ?? sms.fields.StatusCallback;
+    if (!url?.startsWith(this.#publicBaseUrl))
+      throw new Error(`no StatusCallback under ${this.#publicBaseUrl}: ${url}`);
+    const fields: Record<string, string> = {
+      ApiVersion: "2010-04-01",
+      AccountSid: TWILIO_ACCOUNT_SID,
+      From: sms.fields.From ?? "",
+      To: sms.fields.To ?? "",
+      MessageSid: sms.sid,
+      SmsSid: sms.sid,
+      MessageStatus: status,
+      SmsStatus: status,
+      ...options.extra,
+    };
+    const signature =
+      options.signature === undefined
+        ? twilio.getExpectedTwilioSignature(
+            options.token ?? TWILIO_AUTH_TOKEN,
+            options.signedUrl ?? url,
+            fields,
+          )
+        : options.signature;
+    const init = {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-www-form-urlencoded; charset=utf-8",
+        ...(this.#app ? { host: "internal.example" } : {}),
+        "x-forwarded-host": "attacker.example",
+        "x-forwarded-proto": "http",
+        ...(signature === null ? {} : { "x-twilio-signature": signature }),
+      },
+      body: new URLSearchParams({ ...fields, ...options.tamper }).toString(),
+    };
+    if (this.#app) return this.#app.request(url.slice(this.#publicBaseUrl.length), init);
+    return fetch(url, init);
+  }
+
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
