@@ -196,7 +196,9 @@ async function main(): Promise<void> {
   // (docs/decisions/0042). Once at start, so a worker that was away catches up at once.
   const maintainPartitions = () =>
     maintainMessagePartitions(sql, { now: new Date(), retentionDays: config.MESSAGE_RETENTION_DAYS })
-      .then(({ created, dropped, defaultHoldsRows }) => {
+      .then(({ created, dropped, defaultHoldsRows, failed }) => {
+        for (const { step, error } of failed)
+          logger.warn({ err: error, step }, "message partition step failed (tried again on the next run)");
         if (created + dropped > 0)
           logger.info({ created, dropped }, "message partitions created and dropped");
         if (defaultHoldsRows)

@@ -48,18 +48,26 @@ CREATE FUNCTION message_partition_day(id uuid) RETURNS date LANGUAGE sql IMMUTAB
 $$;--> statement-breakpoint
 
 -- The append-only trigger's third narrow exception: rows leaving the default partition for the
--- day partition just made for them (create_message_partitions), in the transaction that says
--- `notify.moving_from_default` and inserts them there: only a UUIDv7's row, and only once the
--- table of its day exists. The other two are migration 0009's.
+-- day partition just made for them (create_message_partition), in the transaction that sets
+-- `notify.moving_from_default` to that day and inserts them there: only a row whose id lies in
+-- that day's range (whatever its UUID version: routing is by value), and only once the day's
+-- table exists. The other two are migration 0009's.
 CREATE OR REPLACE FUNCTION message_events_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  moving text;
+  day date;
 BEGIN
-  IF TG_OP = 'DELETE'
-     AND TG_TABLE_NAME = 'message_events_default'
-     AND current_setting('notify.moving_from_default', true) = 'on'
-     AND substr(OLD.message_id::text, 15, 1) = '7'
-     AND to_regclass(quote_ident('message_events_p' || to_char(message_partition_day(OLD.message_id), 'YYYYMMDD'))) IS NOT NULL
-  THEN
-    RETURN OLD;
+  IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'message_events_default' THEN
+    moving := current_setting('notify.moving_from_default', true);
+    IF moving ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' THEN
+      day := moving::date;
+      IF OLD.message_id >= message_partition_bound(day)
+         AND OLD.message_id < message_partition_bound(day + 1)
+         AND to_regclass(quote_ident('message_events_p' || to_char(day, 'YYYYMMDD'))) IS NOT NULL
+      THEN
+        RETURN OLD;
+      END IF;
+    END IF;
   END IF;
   IF TG_OP = 'UPDATE'
      AND current_setting('notify.erasing_content', true) = 'on'
@@ -91,53 +99,95 @@ BEGIN
 END;
 $$;--> statement-breakpoint
 
--- Creates the partitions of both tables for each UTC day from first_day to last_day that has
--- none yet; returns how many it created. Each is made beside the table, given the rows the
--- default partition holds for its day (ids from the future, or from a day whose partition was
--- missing), then attached: ATTACH takes a SHARE UPDATE EXCLUSIVE lock on the table, so appends
--- and reads go on meanwhile. The partitions of message_events refuse TRUNCATE themselves (a
--- statement trigger on a partitioned table does not reach its partitions). Concurrent callers
--- (every worker) take turns on an advisory lock.
+-- Creates the partition of one table ('message_events' or 'messages') for one UTC day, unless it
+-- exists; returns 1 if it made it, else 0. The worker calls it once per table, day and
+-- transaction: a day that fails does not hold back the others, a transaction holds the locks of
+-- one table it made (not of many), and it never holds one default partition's lock while waiting
+-- for the other's (an accept writes to both, in either order: that would deadlock). The table is
+-- made beside its parent, given the rows the default partition holds in the day's id range (ids
+-- from the future, from a day whose partition was missing, or of another UUID version whose first
+-- 48 bits fall in the range), then attached. The default partition is locked first (EXCLUSIVE:
+-- reads of it go on, a row routed to it waits), so no row of the day can reach it between the
+-- move and the ATTACH, which would then fail; the ATTACH itself takes an ACCESS EXCLUSIVE lock on
+-- the default partition and scans it (kept empty, that is a moment), during which reads of the
+-- parent wait too. A day below a history partition's bound (the migration's, see below) is covered
+-- already: skipped. A partition of message_events refuses TRUNCATE itself (a statement trigger on
+-- a partitioned table does not reach its partitions). Concurrent callers (every worker) take
+-- turns on an advisory lock.
+CREATE FUNCTION create_message_partition(parent text, day date) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+  partition text := parent || '_p' || to_char(day, 'YYYYMMDD');
+  lower_bound uuid := message_partition_bound(day);
+  upper_bound uuid := message_partition_bound(day + 1);
+BEGIN
+  IF parent NOT IN ('message_events', 'messages') THEN
+    RAISE EXCEPTION 'not a partitioned message table: %', parent USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtext('message_partitions'));
+  IF to_regclass(quote_ident(partition)) IS NOT NULL OR EXISTS (
+    SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = to_regclass(parent)
+      AND c.relname ~ ('^' || parent || '_before_[0-9]{8}$')
+      AND to_date(right(c.relname, 8), 'YYYYMMDD') > day)
+  THEN
+    RETURN 0;
+  END IF;
+  EXECUTE format('LOCK TABLE %I IN EXCLUSIVE MODE', parent || '_default');
+  EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', partition, parent);
+  PERFORM set_config('notify.moving_from_default', day::text, true);
+  EXECUTE format(
+    'WITH moved AS (DELETE FROM %I WHERE message_id >= $1 AND message_id < $2 RETURNING *) INSERT INTO %I SELECT * FROM moved',
+    parent || '_default', partition) USING lower_bound, upper_bound;
+  PERFORM set_config('notify.moving_from_default', '', true);
+  EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+    parent, partition, lower_bound, upper_bound);
+  IF parent = 'message_events' THEN
+    EXECUTE format('CREATE TRIGGER message_events_no_truncate BEFORE TRUNCATE ON %I '
+      'FOR EACH STATEMENT EXECUTE FUNCTION message_events_refuse_change()', partition);
+  END IF;
+  RETURN 1;
+END;
+$$;--> statement-breakpoint
+
+-- create_message_partition for both tables and each day from first_day to last_day, in the
+-- caller's transaction: for the migration and for a few days by hand (the worker makes one table
+-- of one day per transaction). Returns how many tables it created.
 CREATE FUNCTION create_message_partitions(first_day date, last_day date) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   day date;
-  parent text;
-  partition text;
-  lower_bound uuid;
-  upper_bound uuid;
   created integer := 0;
 BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext('message_partitions'));
   FOR day IN SELECT generate_series(first_day, last_day, interval '1 day')::date LOOP
-    lower_bound := message_partition_bound(day);
-    upper_bound := message_partition_bound(day + 1);
-    FOREACH parent IN ARRAY ARRAY['message_events', 'messages'] LOOP
-      partition := parent || '_p' || to_char(day, 'YYYYMMDD');
-      CONTINUE WHEN to_regclass(quote_ident(partition)) IS NOT NULL;
-      EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', partition, parent);
-      PERFORM set_config('notify.moving_from_default', 'on', true);
-      EXECUTE format(
-        'WITH moved AS (DELETE FROM %I WHERE message_id >= $1 AND message_id < $2 RETURNING *) INSERT INTO %I SELECT * FROM moved',
-        parent || '_default', partition) USING lower_bound, upper_bound;
-      PERFORM set_config('notify.moving_from_default', 'off', true);
-      EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
-        parent, partition, lower_bound, upper_bound);
-      IF parent = 'message_events' THEN
-        EXECUTE format('CREATE TRIGGER message_events_no_truncate BEFORE TRUNCATE ON %I '
-          'FOR EACH STATEMENT EXECUTE FUNCTION message_events_refuse_change()', partition);
-      END IF;
-      created := created + 1;
-    END LOOP;
+    created := created + create_message_partition('message_events', day) + create_message_partition('messages', day);
   END LOOP;
   RETURN created;
 END;
 $$;--> statement-breakpoint
 
--- Retention: drops the day partitions of both tables for the days before before_day, whole (no
--- row is deleted one by one, and no trigger of the append-only log fires: a partition past
--- retention is the one way events leave it). Returns how many tables it dropped. The default
--- partitions are never dropped.
-CREATE FUNCTION drop_message_partitions(before_day date) RETURNS integer LANGUAGE plpgsql AS $$
+-- The UTC days from first_day to last_day of the UUIDv7 ids the default partitions hold: the days
+-- the worker makes partitions for besides the coming week's (read through each default
+-- partition's primary key, on the id range of those days).
+CREATE FUNCTION message_partition_days_in_default(first_day date, last_day date) RETURNS SETOF date
+LANGUAGE sql STABLE AS $$
+  SELECT message_partition_day(message_id) FROM message_events_default
+  WHERE message_id >= message_partition_bound(first_day) AND message_id < message_partition_bound(last_day + 1)
+    AND substr(message_id::text, 15, 1) = '7'
+  UNION
+  SELECT message_partition_day(message_id) FROM messages_default
+  WHERE message_id >= message_partition_bound(first_day) AND message_id < message_partition_bound(last_day + 1)
+    AND substr(message_id::text, 15, 1) = '7'
+  ORDER BY 1
+$$;--> statement-breakpoint
+
+-- Retention: drops the partitions of both tables that hold only days before before_day, whole
+-- (no row is deleted one by one, and no trigger of the append-only log fires: a partition past
+-- retention is the one way events leave it), oldest first, at most max_tables in one call: the
+-- worker calls it again, each time in a transaction of its own, until it returns 0 (a transaction
+-- holds the locks of the tables it dropped until it ends). Returns how many tables it dropped.
+-- The day partitions are `<table>_pYYYYMMDD`; a history partition `<table>_before_YYYYMMDD`
+-- holds every id below that day's bound. The default partitions are never dropped.
+CREATE FUNCTION drop_message_partitions(before_day date, max_tables integer DEFAULT 20) RETURNS integer
+LANGUAGE plpgsql AS $$
 DECLARE
   partition text;
   dropped integer := 0;
@@ -147,9 +197,12 @@ BEGIN
     SELECT c.relname FROM pg_inherits i
     JOIN pg_class c ON c.oid = i.inhrelid
     WHERE i.inhparent IN (to_regclass('message_events'), to_regclass('messages'))
-      AND c.relname ~ '^(message_events|messages)_p[0-9]{8}$'
-      AND to_date(right(c.relname, 8), 'YYYYMMDD') < before_day
-    ORDER BY c.relname
+      AND ((c.relname ~ '^(message_events|messages)_p[0-9]{8}$'
+            AND to_date(right(c.relname, 8), 'YYYYMMDD') < before_day)
+        OR (c.relname ~ '^(message_events|messages)_before_[0-9]{8}$'
+            AND to_date(right(c.relname, 8), 'YYYYMMDD') <= before_day))
+    ORDER BY to_date(right(c.relname, 8), 'YYYYMMDD'), c.relname
+    LIMIT max_tables
   LOOP
     EXECUTE format('DROP TABLE %I', partition);
     dropped := dropped + 1;
@@ -158,22 +211,45 @@ BEGIN
 END;
 $$;--> statement-breakpoint
 
--- The partitions the existing rows need (each day one of their UUIDv7s was made on) and the
--- coming week's; ids of another version go to the default partition.
+-- The partitions of the existing rows. A migration runs in one transaction, which holds the
+-- locks of every table it makes (a few dozen per day): so only the last 14 days (the shortest
+-- MESSAGE_RETENTION_DAYS) and the coming week get a partition per day; every id below the bound
+-- of 14 days ago goes to ONE history partition per table, `<table>_before_YYYYMMDD`, made only
+-- when there are such rows, which retention drops whole once that day is past
+-- MESSAGE_RETENTION_DAYS (docs/operations.md, upgrade notes). Other ids (another UUID version,
+-- or a UUIDv7 further ahead than a week) go to the default partition, whose UUIDv7 rows the
+-- worker moves into their day's partition when it makes it.
 DO $$
 DECLARE
+  today date := (now() AT TIME ZONE 'UTC')::date;
+  history_day date := (now() AT TIME ZONE 'UTC')::date - 14;
   day date;
+  parent text;
 BEGIN
+  IF EXISTS (SELECT 1 FROM message_events_unpartitioned WHERE message_id < message_partition_bound(history_day))
+     OR EXISTS (SELECT 1 FROM messages_unpartitioned WHERE message_id < message_partition_bound(history_day))
+  THEN
+    FOREACH parent IN ARRAY ARRAY['message_events', 'messages'] LOOP
+      EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (MINVALUE) TO (%L)',
+        parent || '_before_' || to_char(history_day, 'YYYYMMDD'), parent, message_partition_bound(history_day));
+    END LOOP;
+    EXECUTE format('CREATE TRIGGER message_events_no_truncate BEFORE TRUNCATE ON %I '
+      'FOR EACH STATEMENT EXECUTE FUNCTION message_events_refuse_change()',
+      'message_events_before_' || to_char(history_day, 'YYYYMMDD'));
+  END IF;
   FOR day IN
     SELECT message_partition_day(message_id) FROM message_events_unpartitioned
     WHERE substr(message_id::text, 15, 1) = '7'
+      AND message_id >= message_partition_bound(history_day) AND message_id < message_partition_bound(today + 8)
     UNION
     SELECT message_partition_day(message_id) FROM messages_unpartitioned
     WHERE substr(message_id::text, 15, 1) = '7'
+      AND message_id >= message_partition_bound(history_day) AND message_id < message_partition_bound(today + 8)
+    UNION
+    SELECT generate_series(today, today + 7, interval '1 day')::date
   LOOP
     PERFORM create_message_partitions(day, day);
   END LOOP;
-  PERFORM create_message_partitions((now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date + 7);
 END;
 $$;--> statement-breakpoint
 

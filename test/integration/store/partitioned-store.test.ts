@@ -32,6 +32,15 @@ const ids = {
 };
 /** Filler messages of today, so the planner has a table worth an index. */
 const FILLER = 3000;
+/**
+ * A long history: a message a day from 15 to 1014 days ago. A partition per day would hold ~23
+ * locks each until the migration's end, past Postgres's lock table (64 × 100 by default: "out of
+ * shared memory"): they go to one history partition instead.
+ */
+const HISTORY_DAYS = 1000;
+const history = Array.from({ length: HISTORY_DAYS }, (_, day) => uuidv7({ msecs: now - (15 + day) * DAY }));
+/** The day below which the migration puts every id into one history partition: 14 days ago. */
+const historyDay = now - 14 * DAY;
 
 let url = "";
 let admin: postgres.Sql;
@@ -106,7 +115,7 @@ beforeAll(async () => {
     values (${randomUUID()}, ${organizationId}, 'https://hooks.example.com/', array['message.accepted'], true, '\\x00', now(), now())`;
   const filler = Array.from({ length: FILLER }, () => uuidv7());
   await admin`
-    with made as (select unnest(${[...Object.values(ids), ...filler]}::uuid[]) as id),
+    with made as (select unnest(${[...Object.values(ids), ...history, ...filler]}::uuid[]) as id),
     events as (
       insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at,
         content_enc, recipient_keys)
@@ -145,23 +154,35 @@ afterAll(async () => {
 
 describe("the migration to partitioned tables", () => {
   it("moves every row of both tables, unchanged", async () => {
-    expect(before.events).toHaveLength(3 * (FILLER + 5));
-    expect(before.records).toHaveLength(FILLER + 5);
+    expect(before.events).toHaveLength(3 * (FILLER + HISTORY_DAYS + 5));
+    expect(before.records).toHaveLength(FILLER + HISTORY_DAYS + 5);
     const after = await snapshot();
     expect(after.events).toEqual(before.events);
     expect(after.records).toEqual(before.records);
   });
 
-  it("puts each message in its day's partition, and an id that is no UUIDv7 in the default one", async () => {
+  it("puts each recent message in its day's partition, older ones in one history partition, others in the default one", async () => {
     const where = await partitionsOf(Object.values(ids));
     expect(where.get(ids.today)).toEqual({
       events: `message_events_p${dayOf(now)}`,
       record: `messages_p${dayOf(now)}`,
     });
     expect(where.get(ids.threeDaysAgo)?.events).toBe(`message_events_p${dayOf(now - 3 * DAY)}`);
-    expect(where.get(ids.longAgo)?.record).toBe(`messages_p${dayOf(now - 200 * DAY)}`);
-    expect(where.get(ids.ahead)?.events).toBe(`message_events_p${dayOf(now + 30 * DAY)}`);
-    expect(where.get(ids.notV7)).toEqual({ events: "message_events_default", record: "messages_default" });
+    expect(where.get(ids.longAgo)).toEqual({
+      events: `message_events_before_${dayOf(historyDay)}`,
+      record: `messages_before_${dayOf(historyDay)}`,
+    });
+    // Further ahead than the coming week: the default partition, until the worker makes its day.
+    expect(where.get(ids.ahead)).toEqual({ events: "message_events_default", record: "messages_default" });
+    // Routing is by value: a UUIDv4 goes where its first 48 bits point, nearly always no day made.
+    expect(where.get(ids.notV7)?.record).toMatch(/^messages_(default|before_\d{8})$/);
+    // The long history: one partition per table, not one per day.
+    const [counts] = await admin<Array<{ history: number; days: number }>>`
+      select count(*) filter (where m.tableoid::regclass::text = ${`messages_before_${dayOf(historyDay)}`})::int as history,
+        (select count(*)::int from pg_inherits where inhparent = 'messages'::regclass) as days
+      from messages m where m.message_id = any(${history}::uuid[])`;
+    expect(counts?.history).toBe(HISTORY_DAYS);
+    expect(counts?.days).toBeLessThanOrEqual(2 + 15 + 8); // default, history, the last 14 days and today, the coming week
     // And the coming week's partitions are there before any message needs them.
     const [next] = await admin<Array<{ exists: boolean }>>`
       select to_regclass(${`messages_p${dayOf(now + 7 * DAY)}`}) is not null as exists`;
@@ -172,7 +193,7 @@ describe("the migration to partitioned tables", () => {
     const count = async () =>
       (await admin<Array<{ count: number }>>`select count(*)::int as count from webhook_deliveries`)[0]
         ?.count;
-    expect(deliveriesBefore).toBe(FILLER + 5);
+    expect(deliveriesBefore).toBe(FILLER + HISTORY_DAYS + 5);
     expect(await count()).toBe(deliveriesBefore);
     const id = uuidv7();
     const [appended] = await admin<Array<{ position: number }>>`
@@ -189,18 +210,25 @@ describe("the migration to partitioned tables", () => {
     await expect(
       admin`update message_events set retry_count = 1 where message_id = ${ids.today}`,
     ).rejects.toMatchObject(refused);
-    await expect(admin`delete from message_events where message_id = ${ids.notV7}`).rejects.toMatchObject(
+    await expect(admin`delete from message_events where message_id = ${ids.ahead}`).rejects.toMatchObject(
       refused,
     );
     await expect(admin`truncate message_events`).rejects.toMatchObject(refused);
     await expect(admin.unsafe(`truncate message_events_p${dayOf(now)}`)).rejects.toMatchObject(refused);
     await expect(admin`truncate message_events_default`).rejects.toMatchObject(refused);
+    await expect(admin.unsafe(`truncate message_events_before_${dayOf(historyDay)}`)).rejects.toMatchObject(refused);
     // The default partition's exception for rows moving to a new partition is for that alone:
-    // not for a day partition's rows, nor for a row of the default that no day's table awaits.
-    for (const id of [ids.today, ids.notV7])
+    // not for a day partition's rows, nor for a row of the default outside the day named, nor for
+    // one whose day's table does not exist.
+    for (const [id, day] of [
+      [ids.today, new Date(now).toISOString().slice(0, 10)],
+      [ids.ahead, new Date(now).toISOString().slice(0, 10)],
+      [ids.ahead, new Date(now + 30 * DAY).toISOString().slice(0, 10)],
+      [ids.ahead, "on"],
+    ] as const)
       await expect(
         admin.begin(async (tx) => {
-          await tx`select set_config('notify.moving_from_default', 'on', true)`;
+          await tx`select set_config('notify.moving_from_default', ${day}, true)`;
           await tx`delete from message_events where message_id = ${id}`;
         }),
       ).rejects.toMatchObject(refused);

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type postgres from "postgres";
+import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
@@ -25,10 +25,12 @@ const organizationId = randomUUID();
 
 let dropOwnDatabase: () => Promise<void> = async () => {};
 let database: { db: Database; sql: postgres.Sql };
+let url = "";
 
 beforeAll(async () => {
   const own = await createOwnDatabase("partitions");
   dropOwnDatabase = own.drop;
+  url = own.url;
   database = createDatabase({ url: own.url, poolSize: 2 });
   await database.sql`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Partitions', true)`;
 });
@@ -39,9 +41,9 @@ afterAll(async () => {
 });
 
 /** A message accepted at `at` and attempted, with its record, written as the store writes them before content is sealed. */
-async function addMessage(id: string, at: number) {
+async function addMessage(id: string, at: number, sql: postgres.Sql = database.sql) {
   const createdAt = new Date(at).toISOString();
-  await database.sql`
+  await sql`
     with events as (
       insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
       values
@@ -176,7 +178,23 @@ describe("the day partitions", () => {
     });
   });
 
-  it("leave an id that is no UUIDv7 in the default partition, which retention never drops, and say so", async () => {
+  it("make the partition of a past day (within retention) whose rows the default partition took while no worker ran", async () => {
+    const missed = uuidv7({ msecs: NOW - 10 * DAY });
+    await addMessage(missed, NOW - 10 * DAY);
+    expect(await whereIs(missed)).toEqual({ events: "message_events_default", record: "messages_default" });
+
+    const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 90 });
+
+    expect(result.failed).toEqual([]);
+    expect(result.created).toBe(2);
+    expect(result.defaultHoldsRows).toBe(false);
+    expect(await whereIs(missed)).toEqual({
+      events: partitionName("message_events", NOW - 10 * DAY),
+      record: partitionName("messages", NOW - 10 * DAY),
+    });
+  });
+
+  it("leave an id whose bits point to no day made in the default partition, which retention never drops, and say so", async () => {
     const notV7 = randomUUID();
     await addMessage(notV7, NOW);
     const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 7 });
@@ -192,5 +210,98 @@ describe("the day partitions", () => {
     );
     // Days 40 to 47 ahead are new (the previous test made up to 22): 8 days, 2 tables each, once.
     expect(results.reduce((sum, result) => sum + result.created, 0)).toBe(16);
+  });
+
+  it("move a row of another UUID version whose first 48 bits fall in a day being made, and make the other days too", async () => {
+    // A UUIDv4 whose first 48 bits are the time of 60 days ahead: routed by value, like any id.
+    const hex = (NOW + 60 * DAY).toString(16).padStart(12, "0");
+    const random = randomUUID();
+    const id = `${hex.slice(0, 8)}-${hex.slice(8)}-${random.slice(14)}`;
+    expect(id[14]).toBe("4");
+    await addMessage(id, NOW);
+    expect(await whereIs(id)).toEqual({ events: "message_events_default", record: "messages_default" });
+
+    const result = await maintainMessagePartitions(database.sql, {
+      now: new Date(NOW + 55 * DAY),
+      retentionDays: 3650,
+    });
+
+    expect(result.failed).toEqual([]);
+    expect(result.created).toBe(16); // days 55 to 62 ahead
+    expect(await whereIs(id)).toEqual({
+      events: partitionName("message_events", NOW + 60 * DAY),
+      record: partitionName("messages", NOW + 60 * DAY),
+    });
+  });
+
+  it("make a day's partition while a row of that day is inserted: the insert waits (and is refused), the attach does not fail", async () => {
+    const at = NOW + 70 * DAY;
+    const sessions = [1, 2, 3].map(() => postgres(url, { max: 1, onnotice: () => {} }));
+    const [reader, creator, writer] = sessions as [postgres.Sql, postgres.Sql, postgres.Sql];
+    /** Whether another session waits for a lock in a statement containing `text`. */
+    const waiting = async (text: string) => {
+      const [row] = await database.sql<Array<{ waiting: boolean }>>`
+        select exists (select 1 from pg_stat_activity where datname = current_database()
+          and pid <> pg_backend_pid() and wait_event_type = 'Lock' and query like ${`%${text}%`}) as waiting`;
+      return row?.waiting ?? false;
+    };
+    const until = async (check: () => Promise<boolean> | boolean) => {
+      while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    try {
+      // A long read of the default partition: the ATTACH waits for it (its ACCESS EXCLUSIVE lock).
+      let release = () => {};
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let reading = false;
+      const read = reader.begin(async (tx) => {
+        await tx`select count(*) from message_events_default`;
+        reading = true;
+        await released;
+      });
+      await until(() => reading);
+      // The worker's step for message_events of that day: it waits for the reader, at the ATTACH.
+      const day = utcDay(new Date(at));
+      const creating = creator<Array<{ created: number }>>`
+        select create_message_partition('message_events', ${day}::date) as created`
+        .execute()
+        .then((rows) => rows, (error: unknown) => error);
+      await until(() => waiting("create_message_partition"));
+      // Meanwhile a message of that day is accepted.
+      const late = uuidv7({ msecs: at });
+      let settled = false;
+      const inserting = addMessage(late, at, writer).finally(() => {
+        settled = true;
+      });
+      await until(async () => settled || (await waiting("insert into message_events")));
+      release();
+      await read;
+
+      expect(await creating).toEqual([{ created: 1 }]);
+      const inserted = await inserting.then(
+        () => "inserted",
+        (error: { code?: string }) => error.code,
+      );
+      // Then the step for messages.
+      expect(await creator`select create_message_partition('messages', ${day}::date) as created`).toEqual([
+        { created: 1 },
+      ]);
+      // The insert, routed to the default partition before the ATTACH, is refused once it gets the
+      // lock (Postgres checks the default partition's new bound: 23514, the accept fails and is
+      // retried), or lands in the day's partition: never in the default partition.
+      expect(["inserted", "23514"]).toContain(inserted);
+      const [inDefault] = await database.sql<Array<{ count: number }>>`
+        select (select count(*) from message_events_default where message_id = ${late})
+          + (select count(*) from messages_default where message_id = ${late}) as count`;
+      expect(Number(inDefault?.count)).toBe(0);
+      if (inserted === "inserted")
+        expect(await whereIs(late)).toEqual({
+          events: partitionName("message_events", at),
+          record: partitionName("messages", at),
+        });
+    } finally {
+      await Promise.all(sessions.map((session) => session.end()));
+    }
   });
 });
