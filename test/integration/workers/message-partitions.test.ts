@@ -304,4 +304,21 @@ describe("the day partitions", () => {
       await Promise.all(sessions.map((session) => session.end()));
     }
   });
+
+  it("drop a long history past retention in rounds: more days than one transaction's locks could hold", async () => {
+    // 700 days of partitions (1400 tables), 800 to 101 days ago, made 10 days per transaction. One
+    // transaction dropping them all would hold ~25 locks per day: past Postgres's lock table
+    // (max_locks_per_transaction 64 × 100 connections), "out of shared memory".
+    for (let first = 800; first > 100; first -= 10)
+      await database.sql`select create_message_partitions(${utcDay(new Date(NOW), -first)}::date,
+        ${utcDay(new Date(NOW), -(first - 9))}::date)`;
+    const old = uuidv7({ msecs: NOW - 250 * DAY });
+    await addMessage(old, NOW - 250 * DAY);
+
+    const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 90 });
+
+    expect(result.failed).toEqual([]);
+    expect(result.dropped).toBe(1400);
+    expect(await whereIs(old)).toBeUndefined();
+  }, 120_000);
 });
