@@ -203,7 +203,7 @@ async function main(): Promise<void> {
           logger.info({ created, dropped }, "message partitions created and dropped");
         if (defaultHoldsRows)
           logger.warn(
-            "the default partitions of message_events or messages hold rows (ids no day partition covers): retention never drops them",
+            "the default partitions of message_events or messages hold rows (ids no partition covers, see docs/operations.md): retention does not drop them there",
           );
       })
       .catch((error: unknown) => logger.warn({ err: error }, "message partition maintenance failed"));
