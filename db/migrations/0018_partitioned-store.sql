@@ -182,14 +182,20 @@ $$;--> statement-breakpoint
 -- Retention: drops the partitions of both tables that hold only days before before_day, whole
 -- (no row is deleted one by one, and no trigger of the append-only log fires: a partition past
 -- retention is the one way events leave it), oldest first, at most max_tables in one call: the
--- worker calls it again, each time in a transaction of its own, until it returns 0 (a transaction
--- holds the locks of the tables it dropped until it ends). Returns how many tables it dropped.
--- The day partitions are `<table>_pYYYYMMDD`; a history partition `<table>_before_YYYYMMDD`
--- holds every id below that day's bound. The default partitions are never dropped.
+-- worker calls it again, each time in a transaction of its own, until it drops fewer (a
+-- transaction holds the locks of the tables it dropped until it ends). Returns how many tables it
+-- dropped. The day partitions are `<table>_pYYYYMMDD`; a history partition
+-- `<table>_before_YYYYMMDD` holds every id below that day's bound. The default partitions are
+-- never dropped. In the same transaction, the rows of webhook_deliveries and delivery_outbox in a
+-- dropped partition's id range go too: a delivery whose message is gone would be leased by every
+-- claim and never sent nor settled (the claim joins the message), and with a short retention
+-- enough of them block their endpoint for good.
 CREATE FUNCTION drop_message_partitions(before_day date, max_tables integer DEFAULT 20) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   partition text;
+  upper_day date;
+  lower_bound uuid;
   dropped integer := 0;
 BEGIN
   PERFORM pg_advisory_xact_lock(hashtext('message_partitions'));
@@ -205,6 +211,17 @@ BEGIN
     LIMIT max_tables
   LOOP
     EXECUTE format('DROP TABLE %I', partition);
+    IF partition ~ '_before_[0-9]{8}$' THEN
+      upper_day := to_date(right(partition, 8), 'YYYYMMDD');
+      lower_bound := '00000000-0000-0000-0000-000000000000';
+    ELSE
+      upper_day := to_date(right(partition, 8), 'YYYYMMDD') + 1;
+      lower_bound := message_partition_bound(upper_day - 1);
+    END IF;
+    DELETE FROM webhook_deliveries
+    WHERE message_id >= lower_bound AND message_id < message_partition_bound(upper_day);
+    DELETE FROM delivery_outbox
+    WHERE message_id >= lower_bound AND message_id < message_partition_bound(upper_day);
     dropped := dropped + 1;
   END LOOP;
   RETURN dropped;

@@ -356,10 +356,12 @@ export const configSchema = z.object({
   /**
    * How long messages (their records and events) are kept, in days (docs/decisions/0042): the
    * worker drops each day's partitions once the day is older, so a message stays between this
-   * and one more day. At least 7: a webhook delivery of a message's event may be retried for 5
-   * days, and its claim reads the message.
+   * and one more day. At least 14: a webhook delivery of a message's event is retried for about
+   * 28 h (up to 33 h with jitter, longer after a Retry-After) and its claim reads the message;
+   * `POST …/recover` reads messages up to 9 days old; an endpoint is disabled after 5 days of
+   * failures. (Dropping a day also deletes its messages' webhook deliveries and outbox rows.)
    */
-  MESSAGE_RETENTION_DAYS: int(7, 36_500).default(90),
+  MESSAGE_RETENTION_DAYS: int(14, 36_500).default(90),
   /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
   WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
   /**

@@ -321,4 +321,43 @@ describe("the day partitions", () => {
     expect(result.dropped).toBe(1400);
     expect(await whereIs(old)).toBeUndefined();
   }, 120_000);
+
+  it("delete the webhook deliveries and outbox rows of the messages they drop: none is left leased for a message gone", async () => {
+    const endpointId = randomUUID();
+    await database.sql`
+      insert into webhook_endpoints (id, organization_id, url, event_types, enabled, secret_sealed, created_at, updated_at)
+      values (${endpointId}, ${organizationId}, 'https://hooks.example.com/', array['message.accepted'], true, '\\x00', now(), now())`;
+    try {
+      // A message of 30 days ago in its day's partition, and one of today: each with its delivery
+      // (the fan-out of its accepted event) and an outbox row.
+      await database.sql`select create_message_partitions(${utcDay(new Date(NOW), -30)}::date, ${utcDay(new Date(NOW), -30)}::date)`;
+      const dropped = uuidv7({ msecs: NOW - 30 * DAY });
+      const kept = uuidv7({ msecs: NOW });
+      for (const [id, at] of [
+        [dropped, NOW - 30 * DAY],
+        [kept, NOW],
+      ] as const) {
+        await addMessage(id, at);
+        await database.sql`insert into delivery_outbox (message_id, queue_prefix, priority) values (${id}, 'q', 2)`;
+      }
+      const rowsOf = async (id: string) => {
+        const [row] = await database.sql<Array<{ deliveries: number; outbox: number }>>`
+          select (select count(*)::int from webhook_deliveries where message_id = ${id}) as deliveries,
+            (select count(*)::int from delivery_outbox where message_id = ${id}) as outbox`;
+        return row;
+      };
+      expect(await rowsOf(dropped)).toEqual({ deliveries: 1, outbox: 1 });
+
+      const result = await maintainMessagePartitions(database.sql, { now: new Date(NOW), retentionDays: 14 });
+
+      expect(result.failed).toEqual([]);
+      expect(await whereIs(dropped)).toBeUndefined();
+      expect(await rowsOf(dropped)).toEqual({ deliveries: 0, outbox: 0 });
+      expect(await rowsOf(kept)).toEqual({ deliveries: 1, outbox: 1 });
+    } finally {
+      await database.sql`delete from webhook_deliveries where endpoint_id = ${endpointId}`;
+      await database.sql`delete from delivery_outbox where queue_prefix = 'q'`;
+      await database.sql`delete from webhook_endpoints where id = ${endpointId}`;
+    }
+  });
 });

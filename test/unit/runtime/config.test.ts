@@ -246,8 +246,8 @@ describe("loadConfig: MESSAGE_RETENTION_DAYS (docs/decisions/0042)", () => {
     expect(loadConfig({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: "30" }).MESSAGE_RETENTION_DAYS).toBe(30);
   });
 
-  it("refuses fewer than 7 days (webhook retries and recovery still read a message), or no whole number", () => {
-    for (const value of ["6", "0", "-1", "1.5", "ninety"]) {
+  it("refuses fewer than 14 days (webhook retries and recovery still read a message), or no whole number", () => {
+    for (const value of ["13", "7", "0", "-1", "1.5", "ninety"]) {
       expect(problems({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: value }), value).toMatch(
         /MESSAGE_RETENTION_DAYS/,
       );
