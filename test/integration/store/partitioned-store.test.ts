@@ -11,6 +11,7 @@ import { dropDatabase, ensureDatabase, migrationsFolder } from "../../../db/migr
 import { LOAD_EVENTS } from "../../../src/store/events.js";
 import { FIND_RECORDS } from "../../../src/store/records.js";
 import { LOAD_FOR_DELIVERY } from "../../../workers/delivery-store.js";
+import { uuidv7At } from "../../support/uuidv7-sql.js";
 
 /**
  * `message_events` and `messages` partitioned by day on `message_id` (docs/decisions/0042): the
@@ -261,6 +262,15 @@ async function executedPlan(statement: string, types: string, args: string) {
     return { plan: lines.join("\n"), partitions: [...new Set(read)].sort() };
   });
 }
+
+describe("the tests' UUIDv7 made in SQL", () => {
+  it("is of its instant's day, even in the day's last half millisecond (truncated, not rounded)", async () => {
+    const [row] = await admin.unsafe<Array<{ day: string }>>(
+      `select to_char(message_partition_day(${uuidv7At("timestamptz '2026-11-25 23:59:59.9996+00'")}), 'YYYY-MM-DD') as day`,
+    );
+    expect(row?.day).toBe("2026-11-25");
+  });
+});
 
 describe("a lookup by id", () => {
   beforeAll(async () => {
