@@ -18,7 +18,7 @@ import { createRedis } from "../runtime/redis.js";
 import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
 import { DeliveryQueues } from "../store/delivery-queue.js";
-import { createMessageStore, type MessageStore } from "../store/message-store.js";
+import { createMessageStore, type MessageStore, ReplicaBreaker } from "../store/message-store.js";
 import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
 import { createOpsApp } from "./ops-app.js";
@@ -56,12 +56,15 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const ownMetrics = createMetrics({ process: "web", queue: queues, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
-  const store = messageStoreFor(config, sql, logger, replica?.sql);
+  // One breaker for the replica's reads: once it cannot answer, reads skip it for a while.
+  const replicaBreaker = new ReplicaBreaker();
+  const store = messageStoreFor(config, sql, logger, replica?.sql, replicaBreaker);
   const now = () => new Date();
   const deps = {
     config,
     db,
     readDb: replica?.db,
+    replicaBreaker,
     store,
     queue,
     queues,
@@ -110,10 +113,12 @@ export function messageStoreFor(
   sql: postgres.Sql,
   logger?: Logger,
   readSql?: postgres.Sql,
+  replicaBreaker?: ReplicaBreaker,
 ): MessageStore {
   return createMessageStore({
     sql,
     readSql,
+    replicaBreaker,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
     content: createContentVault(sql, config, logger),

@@ -10,7 +10,7 @@ import type { Config } from "../runtime/config.js";
 import type { TxtResolver } from "../runtime/dns.js";
 import type { Logger } from "../runtime/logger.js";
 import type { DeliveryJobData, DeliveryQueues } from "../store/delivery-queue.js";
-import type { MessageStore } from "../store/message-store.js";
+import type { MessageStore, ReplicaBreaker } from "../store/message-store.js";
 import type { KeyOwner } from "../store/organizations.js";
 
 /** Everything the web API needs from the outside; built by `api-process.ts`, or by tests. */
@@ -22,6 +22,8 @@ export interface AppDeps {
    * reads of one message use theirs, with the primary on a miss.
    */
   readDb?: Database;
+  /** Skips `readDb` for a while once it could not answer (the store's reads share it). */
+  replicaBreaker?: ReplicaBreaker;
   /** Messages' events and records, with the batches every request shares. */
   store: MessageStore;
   /** The delivery queue's shard 0: its connection serves the limits and readiness. */

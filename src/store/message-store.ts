@@ -65,6 +65,8 @@ export interface MessageStoreOptions {
    * from `sql` when it has not the message (yet: it lags) or cannot answer.
    */
   readSql?: postgres.Sql;
+  /** Skips the replica for a while once it could not answer (shared with the listings' reads). */
+  replicaBreaker?: ReplicaBreaker;
 }
 
 /**
@@ -77,6 +79,7 @@ const MAX_SEALINGS = 4;
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
   const { sql, limits, content } = options;
   const readSql = options.readSql ?? sql;
+  const breaker = options.replicaBreaker ?? new ReplicaBreaker();
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
     async accept(pending) {
@@ -98,12 +101,14 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
       options.readSql && createRecordFinder(options.readSql, content, limits),
       createRecordFinder(sql, content, limits),
       (record) => record !== undefined,
+      breaker,
     ),
     // The history shows no content: its events are read without opening it.
     loadEvents: orFromPrimary(
       options.readSql && ((organizationId, messageId) => loadEvents(readSql, messageId, organizationId)),
       (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
       (events) => events.length > 0,
+      breaker,
     ),
     async loadMessage(messageId) {
       const events = await loadEvents(sql, messageId);
@@ -120,25 +125,57 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
 
 const SERIALIZATION_FAILURE = "40001";
 
+/** How long reads skip a replica that could not answer before one tries it again. */
+export const REPLICA_BREAK_MS = 10_000;
+
+/**
+ * A short circuit breaker for the read replica: once a read found it unavailable (down,
+ * refusing, or a connect timeout: a replica whose host drops packets costs each read the 1.5 s
+ * connect timeout), reads go straight to the primary for {@link REPLICA_BREAK_MS}; then the next
+ * read tries the replica again. One per API process, shared by its reads.
+ */
+export class ReplicaBreaker {
+  private openUntil = 0;
+
+  constructor(
+    private readonly breakMs = REPLICA_BREAK_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Whether reads skip the replica now. */
+  get open(): boolean {
+    return this.now() < this.openUntil;
+  }
+
+  /** The replica could not answer: skip it for a while. */
+  trip(): void {
+    this.openUntil = this.now() + this.breakMs;
+  }
+}
+
 /**
  * A read from the replica (when there is one), made again on the primary when the replica's
  * answer is not `found` (it may not have the message yet: it lags) or the replica cannot answer
  * now (down, restarting, cancelling it: {@link isDatabaseUnavailable}, or a conflict with recovery). So a message the API
- * accepted is never a 404 because of the replica; an unknown one costs a read on each.
+ * accepted is never a 404 because of the replica; an unknown one costs a read on each. With a
+ * `breaker`, a replica found unavailable is skipped for a while (reads go to the primary at once).
  */
 export function orFromPrimary<A extends unknown[], R>(
   replica: ((...args: A) => Promise<R>) | undefined,
   primary: (...args: A) => Promise<R>,
   found: (result: R) => boolean,
+  breaker?: ReplicaBreaker,
 ): (...args: A) => Promise<R> {
   if (!replica) return primary;
   return async (...args) => {
+    if (breaker?.open) return primary(...args);
     try {
       const result = await replica(...args);
       if (found(result)) return result;
     } catch (error) {
+      if (isDatabaseUnavailable(error)) breaker?.trip();
       // A standby also cancels a read that conflicts with the changes it replays (40001).
-      if (!isDatabaseUnavailable(error) && postgresError(error)?.code !== SERIALIZATION_FAILURE) throw error;
+      else if (postgresError(error)?.code !== SERIALIZATION_FAILURE) throw error;
     }
     return primary(...args);
   };

@@ -1,8 +1,10 @@
+import { createServer, type Server, type Socket } from "node:net";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
 import { messageStoreFor } from "../../../src/api/api-process.js";
 import { createApp } from "../../../src/api/app.js";
+import { ReplicaBreaker } from "../../../src/store/message-store.js";
 import { createHarness, onboard } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 
@@ -19,12 +21,13 @@ let replica: { db: Database; sql: ReturnType<typeof createDatabase>["sql"] };
 let dropReplica: () => Promise<void> = async () => {};
 let unreachable: ReturnType<typeof createDatabase>;
 
-/** The harness's app, reading on `readOn`. */
-function appReadingOn(readOn: { db: Database; sql: typeof replica.sql }) {
+/** The harness's app, reading on `readOn`, with the API process's breaker when given. */
+function appReadingOn(readOn: { db: Database; sql: typeof replica.sql }, replicaBreaker?: ReplicaBreaker) {
   return createApp({
     ...h.deps,
     readDb: readOn.db,
-    store: messageStoreFor(h.config, h.sql, undefined, readOn.sql),
+    replicaBreaker,
+    store: messageStoreFor(h.config, h.sql, undefined, readOn.sql, replicaBreaker),
   });
 }
 
@@ -126,5 +129,42 @@ describe("with a read replica", () => {
     expect(
       ((await list.json()) as { messages: Array<{ message_id: string }> }).messages.map((m) => m.message_id),
     ).toEqual([id]);
+  });
+
+  it("skips a replica that does not answer for a while once a read found it so: one connect timeout, not one per read", async () => {
+    // A "replica" whose host takes the connection and never answers (as one dropping packets
+    // after a firewall change): each connection costs the client its connect timeout.
+    const sockets: Socket[] = [];
+    const silent: Server = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as { port: number }).port;
+    const mute = createDatabase({
+      url: `postgres://postgres@127.0.0.1:${port}/none`,
+      poolSize: 1,
+      connectTimeoutSeconds: 0.5,
+    });
+    let clock = 0;
+    const breaker = new ReplicaBreaker(10_000, () => clock);
+    try {
+      const app = appReadingOn(mute, breaker);
+      const org = await onboard(h);
+      const id = await send(app, org.apiKey);
+      expect((await get(app, org.apiKey, `/${id}`)).status).toBe(200); // after one connect timeout
+      expect(breaker.open).toBe(true);
+      const tried = sockets.length;
+      expect(tried).toBeGreaterThanOrEqual(1);
+      expect((await get(app, org.apiKey, `/${id}/events`)).status).toBe(200);
+      expect((await get(app, org.apiKey, "")).status).toBe(200);
+      expect(sockets.length).toBe(tried); // straight to the primary: the replica was not tried
+      // Once the break is over, the next read tries the replica again.
+      clock = 10_000;
+      expect(breaker.open).toBe(false);
+      expect((await get(app, org.apiKey, `/${id}`)).status).toBe(200);
+      expect(sockets.length).toBeGreaterThan(tried);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await mute.sql.end({ timeout: 0 });
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });

@@ -78,6 +78,7 @@ export const listMessages = defineRoute({
       deps.readDb && (() => pageOn(deps.readDb as Database)),
       () => pageOn(deps.db),
       () => true,
+      deps.replicaBreaker,
     )();
     return c.json(
       {
