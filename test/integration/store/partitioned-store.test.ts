@@ -217,7 +217,9 @@ describe("the migration to partitioned tables", () => {
     await expect(admin`truncate message_events`).rejects.toMatchObject(refused);
     await expect(admin.unsafe(`truncate message_events_p${dayOf(now)}`)).rejects.toMatchObject(refused);
     await expect(admin`truncate message_events_default`).rejects.toMatchObject(refused);
-    await expect(admin.unsafe(`truncate message_events_before_${dayOf(historyDay)}`)).rejects.toMatchObject(refused);
+    await expect(admin.unsafe(`truncate message_events_before_${dayOf(historyDay)}`)).rejects.toMatchObject(
+      refused,
+    );
     // The default partition's exception for rows moving to a new partition is for that alone:
     // not for a day partition's rows, nor for a row of the default outside the day named, nor for
     // one whose day's table does not exist.

@@ -266,7 +266,10 @@ describe("the day partitions", () => {
       const creating = creator<Array<{ created: number }>>`
         select create_message_partition('message_events', ${day}::date) as created`
         .execute()
-        .then((rows) => rows, (error: unknown) => error);
+        .then(
+          (rows) => rows,
+          (error: unknown) => error,
+        );
       await until(() => waiting("create_message_partition"));
       // Meanwhile a message of that day is accepted.
       const late = uuidv7({ msecs: at });
