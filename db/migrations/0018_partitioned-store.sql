@@ -189,7 +189,9 @@ $$;--> statement-breakpoint
 -- never dropped. In the same transaction, the rows of webhook_deliveries and delivery_outbox in a
 -- dropped partition's id range go too: a delivery whose message is gone would be leased by every
 -- claim and never sent nor settled (the claim joins the message), and with a short retention
--- enough of them block their endpoint for good.
+-- enough of them block their endpoint for good. Of a day, messages' partition is dropped before
+-- message_events' (so the ACCESS EXCLUSIVE locks on the parents are taken in that order, the
+-- order in which the webhook claim reads them: the other would risk a deadlock with it).
 CREATE FUNCTION drop_message_partitions(before_day date, max_tables integer DEFAULT 20) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -207,7 +209,7 @@ BEGIN
             AND to_date(right(c.relname, 8), 'YYYYMMDD') < before_day)
         OR (c.relname ~ '^(message_events|messages)_before_[0-9]{8}$'
             AND to_date(right(c.relname, 8), 'YYYYMMDD') <= before_day))
-    ORDER BY to_date(right(c.relname, 8), 'YYYYMMDD'), c.relname
+    ORDER BY to_date(right(c.relname, 8), 'YYYYMMDD'), c.relname DESC
     LIMIT max_tables
   LOOP
     EXECUTE format('DROP TABLE %I', partition);
