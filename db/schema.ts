@@ -73,7 +73,7 @@ const sqlList = (values: readonly string[]) => sql.raw(values.map((value) => `'$
 /**
  * The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). Partitioned by
  * day on `message_id` (a UUIDv7: its first 48 bits are its time), like `messages`: the migration
- * 0018 and the functions it defines (`create_message_partitions`, `drop_message_partitions`) make
+ * 0018 and the functions it defines (`create_message_partition`, `drop_message_partitions`) make
  * the partitions, which drizzle-kit does not model (docs/decisions/0042). Its primary key is
  * `(message_id, seq)`, as a key of a partitioned table has to include the partition key.
  */
