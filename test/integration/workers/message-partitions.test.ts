@@ -363,4 +363,42 @@ describe("the day partitions", () => {
       await database.sql`delete from webhook_endpoints where id = ${endpointId}`;
     }
   });
+
+  it("make each day on its own: a day that cannot be made now does not hold back the others, and is made on the next run", async () => {
+    // Another session is creating a table of the name of day 83's `messages` partition, and has not
+    // committed: that step waits for it, and gives up after its lock timeout.
+    const now = new Date(NOW + 80 * DAY);
+    const blocked = partitionName("messages", NOW + 83 * DAY);
+    const other = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      let release = () => {};
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let holding = false;
+      const hold = other
+        .begin(async (tx) => {
+          await tx.unsafe(`create table ${blocked} (x int)`);
+          holding = true;
+          await released;
+          throw new Error("roll back");
+        })
+        .catch(() => {});
+      while (!holding) await new Promise((resolve) => setTimeout(resolve, 20));
+
+      const first = await maintainMessagePartitions(database.sql, { now, retentionDays: 3650 });
+      release();
+      await hold;
+
+      expect(first.failed.map((failure) => failure.step)).toEqual([`create messages ${utcDay(now, 3)}`]);
+      expect(first.created).toBe(15); // days 80 to 87 ahead, but day 83's messages partition
+      expect(await exists(partitionName("messages", NOW + 87 * DAY))).toBe(true);
+      expect(await exists(blocked)).toBe(false);
+      const second = await maintainMessagePartitions(database.sql, { now, retentionDays: 3650 });
+      expect(second).toMatchObject({ created: 1, failed: [] });
+      expect(await exists(blocked)).toBe(true);
+    } finally {
+      await other.end();
+    }
+  });
 });
