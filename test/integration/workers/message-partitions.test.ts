@@ -370,11 +370,11 @@ describe("the day partitions", () => {
     const now = new Date(NOW + 80 * DAY);
     const blocked = partitionName("messages", NOW + 83 * DAY);
     const other = postgres(url, { max: 1, onnotice: () => {} });
+    let release = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     try {
-      let release = () => {};
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
       let holding = false;
       const hold = other
         .begin(async (tx) => {
@@ -398,6 +398,7 @@ describe("the day partitions", () => {
       expect(second).toMatchObject({ created: 1, failed: [] });
       expect(await exists(blocked)).toBe(true);
     } finally {
+      release();
       await other.end();
     }
   });
