@@ -12,9 +12,13 @@ const unavailable = () => Object.assign(new Error("connect ECONNREFUSED"), { cod
 describe("reads on a replica, with the primary behind it", () => {
   it("given the replica has it, when read, then the replica answers and the primary is not asked", async () => {
     const asked: string[] = [];
+    const answer = (where: string, value: string) => async (id: string) => {
+      asked.push(`${where} ${id}`);
+      return value;
+    };
     const read = orFromPrimary(
-      { read: async (id: string) => (asked.push(`replica ${id}`), "r"), pause: new ReplicaPause() },
-      async (id: string) => (asked.push(`primary ${id}`), "p"),
+      { read: answer("replica", "r"), pause: new ReplicaPause() },
+      answer("primary", "p"),
       (found) => found !== undefined,
     );
     expect(await read("a")).toBe("r");
