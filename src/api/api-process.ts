@@ -18,7 +18,8 @@ import { createRedis } from "../runtime/redis.js";
 import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
 import { DeliveryQueues } from "../store/delivery-queue.js";
-import { createMessageStore, type MessageStore, ReplicaBreaker } from "../store/message-store.js";
+import { createMessageStore, type MessageStore } from "../store/message-store.js";
+import { type ReadReplica, ReplicaPause } from "../store/read-replica.js";
 import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
 import { createOpsApp } from "./ops-app.js";
@@ -31,16 +32,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
-  // A read replica, when one is named: listings, and records and histories before the primary.
-  const replica =
-    config.DATABASE_READ_URL === undefined
-      ? undefined
-      : createDatabase({
-          url: config.DATABASE_READ_URL,
-          poolSize: config.DATABASE_POOL_SIZE,
-          statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-          connectTimeoutSeconds: 1.5,
-        });
+  const replica = readReplicaFor(config);
   const redis = createRedis(config.REDIS, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
@@ -56,15 +48,12 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const ownMetrics = createMetrics({ process: "web", queue: queues, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
-  // One breaker for the replica's reads: once it cannot answer, reads skip it for a while.
-  const replicaBreaker = new ReplicaBreaker();
-  const store = messageStoreFor(config, sql, logger, replica?.sql, replicaBreaker);
+  const store = messageStoreFor(config, sql, logger, replica);
   const now = () => new Date();
   const deps = {
     config,
     db,
-    readDb: replica?.db,
-    replicaBreaker,
+    replica,
     store,
     queue,
     queues,
@@ -104,6 +93,28 @@ export function startApiProcess(config: Config, logger: Logger): void {
 }
 
 /**
+ * The read replica of an API process (DATABASE_READ_URL), if one is named: listings, and records
+ * and histories before the primary (src/store/read-replica.ts). Its client reconnects at a steady
+ * pace, not with postgres.js's growing backoff: while it is down, reads go to the primary (they
+ * pause it), and the one that tries it again learns at once whether it is back.
+ */
+export function readReplicaFor(
+  config: Pick<Config, "DATABASE_READ_URL" | "DATABASE_POOL_SIZE" | "DATABASE_STATEMENT_TIMEOUT_MS">,
+): ReadReplica | undefined {
+  if (config.DATABASE_READ_URL === undefined) return undefined;
+  return {
+    ...createDatabase({
+      url: config.DATABASE_READ_URL,
+      poolSize: config.DATABASE_POOL_SIZE,
+      statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      connectTimeoutSeconds: 1.5,
+      reconnectDelaySeconds: 0.1,
+    }),
+    pause: new ReplicaPause(),
+  };
+}
+
+/**
  * The message store of an API process. While a statement stalls, at most `DATABASE_QUEUE_LIMIT`
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
@@ -112,13 +123,11 @@ export function messageStoreFor(
   config: Config,
   sql: postgres.Sql,
   logger?: Logger,
-  readSql?: postgres.Sql,
-  replicaBreaker?: ReplicaBreaker,
+  replica?: ReadReplica,
 ): MessageStore {
   return createMessageStore({
     sql,
-    readSql,
-    replicaBreaker,
+    replica,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
     content: createContentVault(sql, config, logger),

@@ -1,5 +1,4 @@
 import type postgres from "postgres";
-import { isDatabaseUnavailable, postgresError } from "../../db/errors.js";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
 import { AcceptBatcher, type CommitResult, type PendingAccept, type SealedAccept } from "./accept-batcher.js";
@@ -9,6 +8,7 @@ import { appendEvents, loadEvents, type StoredEvent } from "./events.js";
 import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
+import { orFromPrimary, type ReplicaPause } from "./read-replica.js";
 import { createRecordFinder } from "./records.js";
 import type { NewSuppression } from "./suppressions.js";
 
@@ -61,12 +61,10 @@ export interface MessageStoreOptions {
   /** Seals each accepted message's content before it is written; opens records for reading. */
   content: ContentVault;
   /**
-   * A read replica's client (DATABASE_READ_URL): records and histories are read there first, and
-   * from `sql` when it has not the message (yet: it lags) or cannot answer.
+   * A read replica (DATABASE_READ_URL): records and histories are read there first, and from
+   * `sql` when it has not the message (yet: it lags) or cannot answer (src/store/read-replica.ts).
    */
-  readSql?: postgres.Sql;
-  /** Skips the replica for a while once it could not answer (shared with the listings' reads). */
-  replicaBreaker?: ReplicaBreaker;
+  replica?: { sql: postgres.Sql; pause: ReplicaPause };
 }
 
 /**
@@ -77,9 +75,7 @@ export interface MessageStoreOptions {
 const MAX_SEALINGS = 4;
 
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
-  const { sql, limits, content } = options;
-  const readSql = options.readSql ?? sql;
-  const breaker = options.replicaBreaker ?? new ReplicaBreaker();
+  const { sql, limits, content, replica } = options;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
     async accept(pending) {
@@ -98,17 +94,19 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
       }
     },
     findRecord: orFromPrimary(
-      options.readSql && createRecordFinder(options.readSql, content, limits),
+      replica && { read: createRecordFinder(replica.sql, content, limits), pause: replica.pause },
       createRecordFinder(sql, content, limits),
       (record) => record !== undefined,
-      breaker,
     ),
     // The history shows no content: its events are read without opening it.
     loadEvents: orFromPrimary(
-      options.readSql && ((organizationId, messageId) => loadEvents(readSql, messageId, organizationId)),
+      replica && {
+        read: (organizationId: string, messageId: string) =>
+          loadEvents(replica.sql, messageId, organizationId),
+        pause: replica.pause,
+      },
       (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
       (events) => events.length > 0,
-      breaker,
     ),
     async loadMessage(messageId) {
       const events = await loadEvents(sql, messageId);
@@ -120,64 +118,6 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     eraseRecipient: (organizationId, recipient) =>
       eraseRecipientContent(sql, content, organizationId, recipient),
     holdsIdempotencyKey: (organizationId, key, at) => holdsIdempotencyKey(sql, organizationId, key, at),
-  };
-}
-
-const SERIALIZATION_FAILURE = "40001";
-
-/** How long reads skip a replica that could not answer before one tries it again. */
-export const REPLICA_BREAK_MS = 10_000;
-
-/**
- * A short circuit breaker for the read replica: once a read found it unavailable (down,
- * refusing, or a connect timeout: a replica whose host drops packets costs each read the 1.5 s
- * connect timeout), reads go straight to the primary for {@link REPLICA_BREAK_MS}; then the next
- * read tries the replica again. One per API process, shared by its reads.
- */
-export class ReplicaBreaker {
-  private openUntil = 0;
-
-  constructor(
-    private readonly breakMs = REPLICA_BREAK_MS,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  /** Whether reads skip the replica now. */
-  get open(): boolean {
-    return this.now() < this.openUntil;
-  }
-
-  /** The replica could not answer: skip it for a while. */
-  trip(): void {
-    this.openUntil = this.now() + this.breakMs;
-  }
-}
-
-/**
- * A read from the replica (when there is one), made again on the primary when the replica's
- * answer is not `found` (it may not have the message yet: it lags) or the replica cannot answer
- * now (down, restarting, cancelling it: {@link isDatabaseUnavailable}, or a conflict with recovery). So a message the API
- * accepted is never a 404 because of the replica; an unknown one costs a read on each. With a
- * `breaker`, a replica found unavailable is skipped for a while (reads go to the primary at once).
- */
-export function orFromPrimary<A extends unknown[], R>(
-  replica: ((...args: A) => Promise<R>) | undefined,
-  primary: (...args: A) => Promise<R>,
-  found: (result: R) => boolean,
-  breaker?: ReplicaBreaker,
-): (...args: A) => Promise<R> {
-  if (!replica) return primary;
-  return async (...args) => {
-    if (breaker?.open) return primary(...args);
-    try {
-      const result = await replica(...args);
-      if (found(result)) return result;
-    } catch (error) {
-      if (isDatabaseUnavailable(error)) breaker?.trip();
-      // A standby also cancels a read that conflicts with the changes it replays (40001).
-      else if (postgresError(error)?.code !== SERIALIZATION_FAILURE) throw error;
-    }
-    return primary(...args);
   };
 }
 

@@ -4,7 +4,7 @@ import type { Database } from "../../../../db/client.js";
 import { CHANNELS, STATUSES } from "../../../domain/events.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
-import { orFromPrimary } from "../../../store/message-store.js";
+import { orFromPrimary } from "../../../store/read-replica.js";
 import { defineRoute } from "../../types.js";
 import { pageLimit } from "../../wire/common-schemas.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
@@ -74,11 +74,11 @@ export const listMessages = defineRoute({
     const pageOn = (db: Database) => pageOfMessages(db, deps.store.content, organizationId, filters);
     // On the replica when there is one (it may lag: a message accepted a moment ago may be
     // missing from the page), on the primary when the replica cannot answer.
+    const { replica } = deps;
     const page = await orFromPrimary(
-      deps.readDb && (() => pageOn(deps.readDb as Database)),
+      replica && { read: () => pageOn(replica.db), pause: replica.pause },
       () => pageOn(deps.db),
       () => true,
-      deps.replicaBreaker,
     )();
     return c.json(
       {
