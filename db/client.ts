@@ -21,6 +21,11 @@ export interface DatabaseOptions {
   connectTimeoutSeconds?: number;
   /** Postgres cancels a statement that runs longer (`statement_timeout`); none when unset. */
   statementTimeoutMs?: number;
+  /**
+   * Seconds between attempts to reconnect after a connection failed; unset: postgres.js's
+   * backoff, which grows to 20 s while the server stays away (queries wait meanwhile).
+   */
+  reconnectDelaySeconds?: number;
   /** Called with the text of each statement sent (tests count them). */
   onQuery?: (query: string) => void;
 }
@@ -30,6 +35,7 @@ export function createDatabase(options: DatabaseOptions): { db: Database; sql: p
     max: options.poolSize ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     idle_timeout: 60,
+    ...(options.reconnectDelaySeconds !== undefined && { backoff: () => options.reconnectDelaySeconds ?? 0 }),
     onnotice: () => {},
     ...(options.statementTimeoutMs !== undefined && {
       connection: { statement_timeout: options.statementTimeoutMs },

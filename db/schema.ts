@@ -70,11 +70,18 @@ const EVENT_TYPES = DOMAIN_EVENT_TYPES satisfies readonly MessageEvent["type"][]
 /** `'a','b'`: a list of the domain's, as the SQL of a check constraint. */
 const sqlList = (values: readonly string[]) => sql.raw(values.map((value) => `'${value}'`).join(","));
 
-/** The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). */
+/**
+ * The source of truth: append-only (a trigger refuses UPDATE, DELETE and TRUNCATE). Partitioned by
+ * day on `message_id` (a UUIDv7: its first 48 bits are its time), like `messages`: the migration
+ * 0018 and the functions it defines (`create_message_partition`, `drop_message_partitions`) make
+ * the partitions, which drizzle-kit does not model (docs/decisions/0042). Its primary key is
+ * `(message_id, seq)`, as a key of a partitioned table has to include the partition key.
+ */
 export const messageEvents = pgTable(
   "message_events",
   {
-    position: bigserial("position", { mode: "number" }).primaryKey(),
+    /** The order of appends, across messages (a sequence): not unique by constraint, and not a key. */
+    position: bigserial("position", { mode: "number" }).notNull(),
     messageId: uuid("message_id").notNull(),
     seq: integer("seq").notNull(),
     type: text("type", { enum: EVENT_TYPES }).notNull(),
@@ -94,13 +101,16 @@ export const messageEvents = pgTable(
     recipientKeys: text("recipient_keys").array(),
   },
   (t) => [
-    unique("message_events_message_seq_unique").on(t.messageId, t.seq),
+    primaryKey({ name: "message_events_pkey", columns: [t.messageId, t.seq] }),
     check("message_events_seq_positive", sql`${t.seq} >= 1`),
     check("message_events_type_valid", sql`${t.type} in (${sqlList(EVENT_TYPES)})`),
   ],
 );
 
-/** The queryable record: a projection of `message_events`, rebuilt from them on demand. */
+/**
+ * The queryable record: a projection of `message_events`, rebuilt from them on demand. Partitioned
+ * by day on `message_id` like `message_events` (docs/decisions/0042).
+ */
 export const messages = pgTable(
   "messages",
   {

@@ -21,6 +21,7 @@ import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { createDeliveryStore } from "./delivery-store.js";
 import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
+import { maintainMessagePartitions } from "./message-partitions.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
@@ -30,6 +31,8 @@ import { purgeWebhookRows } from "./webhook-purger.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
 const PRUNE_INTERVAL_MS = 60_000;
+/** Partitions are made a week ahead and dropped by the day: a run every 10 minutes is plenty. */
+const PARTITION_INTERVAL_MS = 10 * 60_000;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -189,6 +192,24 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "webhook purge failed")),
   );
 
+  // The day partitions of message_events and messages: made ahead, dropped past retention
+  // (docs/decisions/0042). Once at start, so a worker that was away catches up at once.
+  const maintainPartitions = () =>
+    maintainMessagePartitions(sql, { now: new Date(), retentionDays: config.MESSAGE_RETENTION_DAYS })
+      .then(({ created, dropped, defaultHoldsRows, failed }) => {
+        for (const { step, error } of failed)
+          logger.warn({ err: error, step }, "message partition step failed (tried again on the next run)");
+        if (created + dropped > 0)
+          logger.info({ created, dropped }, "message partitions created and dropped");
+        if (defaultHoldsRows)
+          logger.warn(
+            "the default partitions of message_events or messages hold rows (ids no partition covers, see docs/operations.md): retention does not drop them there",
+          );
+      })
+      .catch((error: unknown) => logger.warn({ err: error }, "message partition maintenance failed"));
+  const firstPartitionRun = database.available ? maintainPartitions() : Promise.resolve();
+  const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
+
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue: queues, logger, redisHealth });
 
@@ -225,7 +246,13 @@ async function main(): Promise<void> {
   );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop(), webhookPurger.stop()]);
+    const periodicStopped = Promise.all([
+      sweeper.stop(),
+      pruner.stop(),
+      webhookPurger.stop(),
+      partitions.stop(),
+      firstPartitionRun,
+    ]);
     // Attempts under way get a few seconds; one cut short is tried again once its lease is over.
     const webhooksStopped = webhooks.stop(Math.min(5_000, config.SHUTDOWN_TIMEOUT_MS / 4));
     database.close();

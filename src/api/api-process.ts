@@ -19,6 +19,7 @@ import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
 import { DeliveryQueues } from "../store/delivery-queue.js";
 import { createMessageStore, type MessageStore } from "../store/message-store.js";
+import { type ReadReplica, ReplicaPause } from "../store/read-replica.js";
 import { verifiedSenderKeys } from "../store/senders.js";
 import { createApp } from "./app.js";
 import { createOpsApp } from "./ops-app.js";
@@ -31,6 +32,7 @@ export function startApiProcess(config: Config, logger: Logger): void {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutSeconds: 1.5, // a 503 within 2 s when Postgres is unreachable
   });
+  const replica = readReplicaFor(config);
   const redis = createRedis(config.REDIS, "fail-fast", logger);
   // The per-request rate-limit command of concurrent requests leaves in one write.
   coalesceWrites(redis);
@@ -46,11 +48,12 @@ export function startApiProcess(config: Config, logger: Logger): void {
   const ownMetrics = createMetrics({ process: "web", queue: queues, db });
   // Under a supervisor, a scrape answers every API process's metrics, not only this one's.
   const metrics = cluster.isWorker ? clusterWideMetrics(ownMetrics) : ownMetrics;
-  const store = messageStoreFor(config, sql, logger);
+  const store = messageStoreFor(config, sql, logger, replica);
   const now = () => new Date();
   const deps = {
     config,
     db,
+    replica,
     store,
     queue,
     queues,
@@ -85,8 +88,30 @@ export function startApiProcess(config: Config, logger: Logger): void {
     await renderSandbox.close();
     await queues.close();
     redis.disconnect();
-    await sql.end({ timeout: 5 });
+    await Promise.all([sql.end({ timeout: 5 }), replica?.sql.end({ timeout: 5 })]);
   });
+}
+
+/**
+ * The read replica of an API process (DATABASE_READ_URL), if one is named: listings, and records
+ * and histories before the primary (src/store/read-replica.ts). Its client reconnects at a steady
+ * pace, not with postgres.js's growing backoff: while it is down, reads go to the primary (they
+ * pause it), and the one that tries it again learns at once whether it is back.
+ */
+export function readReplicaFor(
+  config: Pick<Config, "DATABASE_READ_URL" | "DATABASE_POOL_SIZE" | "DATABASE_STATEMENT_TIMEOUT_MS">,
+): ReadReplica | undefined {
+  if (config.DATABASE_READ_URL === undefined) return undefined;
+  return {
+    ...createDatabase({
+      url: config.DATABASE_READ_URL,
+      poolSize: config.DATABASE_POOL_SIZE,
+      statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      connectTimeoutSeconds: 1.5,
+      reconnectDelaySeconds: 0.1,
+    }),
+    pause: new ReplicaPause(),
+  };
 }
 
 /**
@@ -94,9 +119,15 @@ export function startApiProcess(config: Config, logger: Logger): void {
  * requests wait for the next one (one more is refused at once, 503), and none is kept past the
  * request deadline, whose 503 has answered its client by then.
  */
-export function messageStoreFor(config: Config, sql: postgres.Sql, logger?: Logger): MessageStore {
+export function messageStoreFor(
+  config: Config,
+  sql: postgres.Sql,
+  logger?: Logger,
+  replica?: ReadReplica,
+): MessageStore {
   return createMessageStore({
     sql,
+    replica,
     queuePrefix: config.QUEUE_PREFIX,
     limits: { maxWaiting: config.DATABASE_QUEUE_LIMIT, maxWaitMs: config.REQUEST_TIMEOUT_MS },
     content: createContentVault(sql, config, logger),

@@ -12,11 +12,17 @@ import type { Logger } from "../runtime/logger.js";
 import type { DeliveryJobData, DeliveryQueues } from "../store/delivery-queue.js";
 import type { MessageStore } from "../store/message-store.js";
 import type { KeyOwner } from "../store/organizations.js";
+import type { ReadReplica } from "../store/read-replica.js";
 
 /** Everything the web API needs from the outside; built by `api-process.ts`, or by tests. */
 export interface AppDeps {
   config: Config;
   db: Database;
+  /**
+   * A read replica (DATABASE_READ_URL) for listings, which may lag behind `db`; the store's
+   * reads of one message use it too, with the primary on a miss (src/store/read-replica.ts).
+   */
+  replica?: ReadReplica;
   /** Messages' events and records, with the batches every request shares. */
   store: MessageStore;
   /** The delivery queue's shard 0: its connection serves the limits and readiness. */

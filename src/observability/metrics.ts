@@ -174,6 +174,40 @@ export function createMetrics(options: {
     );
   }
 
+  if (db) {
+    // The day partitions of messages and message_events (docs/decisions/0042): how many days from
+    // today on have theirs (normally 8: the workers make a week ahead), and whether the default
+    // partitions hold rows (ids no day covers, which retention never drops).
+    new Gauge({
+      name: "notification_message_partitions",
+      help: "Message partitions: days from today on with their partitions (`ahead`, normally 8; below 2, the workers are not making them), past days kept (`kept`, at most MESSAGE_RETENTION_DAYS once retention runs), and 1 while the default partitions hold rows (`default_used`)",
+      labelNames: ["state"] as const,
+      registers: [registry],
+      aggregator: READ_ON_SCRAPE,
+      async collect() {
+        try {
+          const [row] = await db.execute<{ ahead: number; kept: number; default_used: boolean }>(
+            sql`with days as (
+                  select to_date(right(c.relname, 8), 'YYYYMMDD') as day from pg_inherits i
+                  join pg_class c on c.oid = i.inhrelid
+                  where i.inhparent = to_regclass('messages') and c.relname ~ '^messages_p[0-9]{8}$')
+                select
+                  (select count(*) from days where day >= (now() at time zone 'UTC')::date)::integer as ahead,
+                  (select count(*) from days where day < (now() at time zone 'UTC')::date)::integer as kept,
+                  (exists (select 1 from messages_default) or exists (select 1 from message_events_default))
+                    as default_used`,
+          );
+          if (!row) return;
+          this.set({ state: "ahead" }, row.ahead);
+          this.set({ state: "kept" }, row.kept);
+          this.set({ state: "default_used" }, row.default_used ? 1 : 0);
+        } catch {
+          // Postgres unavailable: leave the last values.
+        }
+      },
+    });
+  }
+
   // Status webhooks (docs/decisions/0036): the worker's dispatcher makes the attempts.
   const webhookAttempts = new Counter({
     name: "notification_webhook_attempts_total",

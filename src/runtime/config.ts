@@ -104,6 +104,14 @@ export const configSchema = z.object({
   PORT: int(0, 65535).default(3000),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
   /**
+   * A read replica of DATABASE_URL's Postgres (optional): the API reads records, histories and
+   * listings there; a record or history it has not (yet) is read from the primary, so a GET right
+   * after a 202 never 404s; a listing may lag by the replica's delay (docs/operations.md).
+   */
+  DATABASE_READ_URL: optionalString.pipe(
+    z.url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" }).optional(),
+  ),
+  /**
    * The API's operator port: `/readyz`, `/metrics` and `/admin/queues` leave the public port for
    * this one (`/healthz` stays on both). Unset: they stay on `PORT`.
    */
@@ -345,6 +353,15 @@ export const configSchema = z.object({
       .transform((value) => value.replace(/\/+$/, ""))
       .optional(),
   ),
+  /**
+   * How long messages (their records and events) are kept, in days (docs/decisions/0042): the
+   * worker drops each day's partitions once the day is older, so a message stays between this
+   * and one more day. At least 14: a webhook delivery of a message's event is retried for about
+   * 28 h (up to 33 h with jitter, longer after a Retry-After) and its claim reads the message;
+   * `POST …/recover` reads messages up to 9 days old; an endpoint is disabled after 5 days of
+   * failures. (Dropping a day also deletes its messages' webhook deliveries and outbox rows.)
+   */
+  MESSAGE_RETENTION_DAYS: int(14, 36_500).default(90),
   /** How long webhook attempts are kept (the endpoint's attempts listing), in days; older ones are purged. */
   WEBHOOK_ATTEMPT_RETENTION_DAYS: int(1, 3650).default(30),
   /**

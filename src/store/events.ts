@@ -100,7 +100,8 @@ export async function loadEvents(
   return rows.map((row) => ({ seq: row.seq, event: toEvent(row) }));
 }
 
-const LOAD_EVENTS = `select ${EVENT_SELECT} from message_events e where e.message_id = $1 order by e.seq`;
+/** A message's events; exported for the test of its plan (one partition's primary key, docs/decisions/0042). */
+export const LOAD_EVENTS = `select ${EVENT_SELECT} from message_events e where e.message_id = $1 order by e.seq`;
 const LOAD_EVENTS_OF_ORGANIZATION = `select ${EVENT_SELECT} from message_events e
   where e.message_id = $1 and e.organization_id = $2 order by e.seq`;
 

@@ -8,6 +8,7 @@ import { appendEvents, loadEvents, type StoredEvent } from "./events.js";
 import { holdsIdempotencyKey } from "./idempotency.js";
 import type { QueueLimits } from "./micro-batch.js";
 import type { MessageRow } from "./projection.js";
+import { orFromPrimary, type ReplicaPause } from "./read-replica.js";
 import { createRecordFinder } from "./records.js";
 import type { NewSuppression } from "./suppressions.js";
 
@@ -59,6 +60,11 @@ export interface MessageStoreOptions {
   limits?: QueueLimits;
   /** Seals each accepted message's content before it is written; opens records for reading. */
   content: ContentVault;
+  /**
+   * A read replica (DATABASE_READ_URL): records and histories are read there first, and from
+   * `sql` when it has not the message (yet: it lags) or cannot answer (src/store/read-replica.ts).
+   */
+  replica?: { sql: postgres.Sql; pause: ReplicaPause };
 }
 
 /**
@@ -69,7 +75,7 @@ export interface MessageStoreOptions {
 const MAX_SEALINGS = 4;
 
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
-  const { sql, limits, content } = options;
+  const { sql, limits, content, replica } = options;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
   return {
     async accept(pending) {
@@ -87,9 +93,21 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
         }
       }
     },
-    findRecord: createRecordFinder(sql, content, limits),
+    findRecord: orFromPrimary(
+      replica && { read: createRecordFinder(replica.sql, content, limits), pause: replica.pause },
+      createRecordFinder(sql, content, limits),
+      (record) => record !== undefined,
+    ),
     // The history shows no content: its events are read without opening it.
-    loadEvents: (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+    loadEvents: orFromPrimary(
+      replica && {
+        read: (organizationId: string, messageId: string) =>
+          loadEvents(replica.sql, messageId, organizationId),
+        pause: replica.pause,
+      },
+      (organizationId, messageId) => loadEvents(sql, messageId, organizationId),
+      (events) => events.length > 0,
+    ),
     async loadMessage(messageId) {
       const events = await loadEvents(sql, messageId);
       return { state: fold(events.map((stored) => stored.event)), events };

@@ -66,8 +66,11 @@ const RECORD_SELECT = COLUMNS.map((column) =>
 type Columns = typeof messages._.columns;
 type SqlName<K extends keyof MessageRow> = Columns[K]["_"]["name"];
 
-/** The records of the ids `$1`, as {@link readRecord} reads them. */
-const FIND_RECORDS = `select ${RECORD_SELECT} from messages m where m.message_id = any($1::uuid[])`;
+/**
+ * The records of the ids `$1`, as {@link readRecord} reads them. Exported for the test of its plan:
+ * one partition's primary key per id (docs/decisions/0042).
+ */
+export const FIND_RECORDS = `select ${RECORD_SELECT} from messages m where m.message_id = any($1::uuid[])`;
 
 /** The records of the JSON text `param` (an array of {@link recordColumns}), as a relation `r`. */
 export function recordsInput(param: string): string {

@@ -17,12 +17,15 @@ export async function sealExistingContent(
 ): Promise<number> {
   const pageSize = options.pageSize ?? 500;
   let total = 0;
-  let after = 0;
+  let after = "00000000-0000-0000-0000-000000000000";
   for (;;) {
-    const rows = await sql<Array<{ position: number; data: MessageContent }>>`
-      select position, data from message_events
-      where position > ${after} and type = 'accepted' and content_enc is null and data ? 'recipient'
-      order by position limit ${pageSize}`;
+    // In message order, through the primary key (message_id, seq): `position` has no index since
+    // the tables are partitioned (docs/decisions/0042). An `accepted` event is a message's first.
+    const rows = await sql<Array<{ message_id: string; data: MessageContent }>>`
+      select message_id, data from message_events
+      where message_id > ${after}::uuid and seq = 1
+        and type = 'accepted' and content_enc is null and data ? 'recipient'
+      order by message_id limit ${pageSize}`;
     if (rows.length === 0) return total;
     const sealed = await Promise.all(
       rows.map(async ({ data }) => ({ data, stored: await vault.seal(data) })),
@@ -69,6 +72,6 @@ export async function sealExistingContent(
     }
     total += rows.length;
     options.onPage?.(total);
-    after = rows[rows.length - 1]?.position ?? after;
+    after = rows[rows.length - 1]?.message_id ?? after;
   }
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, describe, expect, it } from "vitest";
 import type { MessageEvent } from "../../../src/domain/events.js";
 import { initialState } from "../../../src/domain/state.js";
@@ -56,7 +57,9 @@ type Step = "started" | "retry_scheduled" | "success" | "failed";
  * event store (its record and, for endpoints enabled by then, its deliveries come with it).
  */
 async function writeMessage(org: Org, at: Date, steps: Array<[number, Step]>): Promise<string> {
-  const id = randomUUID();
+  // A UUIDv7 of its accept, as the API makes them: recover reads the day partitions from its
+  // lookback on (docs/decisions/0042).
+  const id = uuidv7({ msecs: at.getTime() });
   const time = (offset: number) => new Date(at.getTime() + offset).toISOString();
   let attempt = 0;
   const events: MessageEvent[] = [

@@ -4,8 +4,13 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
 import { WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS } from "../../../src/domain/webhooks.js";
-import { recoverWebhookDeliveries, recoveryStatement } from "../../../src/store/webhooks.js";
+import {
+  PARTITIONWISE_JOIN,
+  recoverWebhookDeliveries,
+  recoveryStatement,
+} from "../../../src/store/webhooks.js";
 import { createOwnDatabase } from "../../support/own-database.js";
+import { uuidv7At } from "../../support/uuidv7-sql.js";
 
 /**
  * `POST …/{id}/recover` finds an organization's events since an instant without reading
@@ -30,6 +35,8 @@ beforeAll(async () => {
   dropOwnDatabase = own.drop;
   admin = postgres(own.url, { max: 1, onnotice: () => {} });
   database = createDatabase({ url: own.url, poolSize: 1 });
+  // The partitions of the last days, as the worker made them day by day (docs/decisions/0042).
+  await admin`select create_message_partitions((now() at time zone 'UTC')::date - 11, (now() at time zone 'UTC')::date)`;
   for (const [id, count] of [
     [recovering, 4_000],
     [busy, 60_000],
@@ -38,8 +45,8 @@ beforeAll(async () => {
     // Messages spread over the last 10 days, each accepted, attempted and delivered within a minute.
     await admin`
       with made as (
-        select gen_random_uuid() as id, now() - (g * interval '10 days' / ${count}) as at
-        from generate_series(1, ${count}) g
+        select ${admin.unsafe(uuidv7At("at"))} as id, at
+        from (select now() - (g * interval '10 days' / ${count}) as at from generate_series(1, ${count}) g) times
       ),
       events as (
         insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
@@ -78,14 +85,18 @@ describe("recovering an endpoint's events", () => {
       messagesCreatedSince: new Date(since.getTime() - WEBHOOK_RECOVER_MESSAGE_LOOKBACK_MS),
       limit: 100_000,
     };
-    const rows = await database.db.execute<{ "QUERY PLAN": string }>(
-      sql`explain ${recoveryStatement(request)}`,
-    );
+    const rows = await database.db.transaction(async (tx) => {
+      await tx.execute(PARTITIONWISE_JOIN);
+      return tx.execute<{ "QUERY PLAN": string }>(sql`explain ${recoveryStatement(request)}`);
+    });
     const plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
-    expect(plan).toContain("messages_organization_created_idx");
-    expect(plan).toContain("message_events_message_seq_unique");
-    expect(plan).not.toMatch(/Seq Scan on message_events/);
-    expect(plan).not.toMatch(/Seq Scan on messages/);
+    // The indexes of the day partitions (docs/decisions/0042): messages_organization_created_idx's
+    // and the primary key (message_id, seq).
+    expect(plan).toMatch(/messages_p\d{8}_organization_id_created_at_message_id_idx/);
+    expect(plan).toMatch(/message_events_p\d{8}_pkey/);
+    // No scan of a partition but of the coming days' empty ones (costed 0).
+    expect(plan).not.toMatch(/Seq Scan on message_events\w* +\(cost=(?!0\.00\.\.0\.00 )/);
+    expect(plan).not.toMatch(/Seq Scan on messages\w* +\(cost=(?!0\.00\.\.0\.00 )/);
 
     // And it does what it was planned for: a day of the organization's messages, 2 events each sent.
     const recovered = await recoverWebhookDeliveries(database.db, request);

@@ -240,6 +240,36 @@ describe("loadConfig: PUBLIC_BASE_URL (Twilio's status callbacks, docs/decisions
   });
 });
 
+describe("loadConfig: MESSAGE_RETENTION_DAYS (docs/decisions/0042)", () => {
+  it("keeps messages 90 days unless told otherwise", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).MESSAGE_RETENTION_DAYS).toBe(90);
+    expect(loadConfig({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: "30" }).MESSAGE_RETENTION_DAYS).toBe(30);
+  });
+
+  it("refuses fewer than 14 days (webhook retries and recovery still read a message), or no whole number", () => {
+    for (const value of ["13", "7", "0", "-1", "1.5", "ninety"]) {
+      expect(problems({ NODE_ENV: "test", MESSAGE_RETENTION_DAYS: value }), value).toMatch(
+        /MESSAGE_RETENTION_DAYS/,
+      );
+    }
+  });
+});
+
+describe("loadConfig: DATABASE_READ_URL (a read replica)", () => {
+  it("is unset unless given, empty included; a postgres URL is taken", () => {
+    expect(loadConfig({ NODE_ENV: "test" }).DATABASE_READ_URL).toBeUndefined();
+    expect(loadConfig({ NODE_ENV: "test", DATABASE_READ_URL: "" }).DATABASE_READ_URL).toBeUndefined();
+    const url = "postgresql://reader@replica.internal:5432/notifications";
+    expect(loadConfig({ NODE_ENV: "test", DATABASE_READ_URL: url }).DATABASE_READ_URL).toBe(url);
+  });
+
+  it("refuses what is not a postgres:// URL, naming the variable", () => {
+    for (const value of ["replica.internal", "http://replica.internal/db", "redis://replica:6379"]) {
+      expect(problems({ NODE_ENV: "test", DATABASE_READ_URL: value }), value).toMatch(/DATABASE_READ_URL/);
+    }
+  });
+});
+
 describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)", () => {
   it("is unset unless given; a domain is lower-cased; the prefix defaults to `bounce`", () => {
     expect(loadConfig({ NODE_ENV: "test" }).BOUNCE_DOMAIN).toBeUndefined();

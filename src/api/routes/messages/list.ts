@@ -1,8 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
+import type { Database } from "../../../../db/client.js";
 import { CHANNELS, STATUSES } from "../../../domain/events.js";
 import { API_KEY_ERRORS, errorResponses, jsonContent, SERVER_ERRORS } from "../../../http/openapi.js";
 import { decodeCursor, encodeCursor, pageOfMessages } from "../../../store/listing.js";
+import { orFromPrimary } from "../../../store/read-replica.js";
 import { defineRoute } from "../../types.js";
 import { pageLimit } from "../../wire/common-schemas.js";
 import { messageRecord, toMessageRecord } from "../../wire/message-record.js";
@@ -60,14 +62,24 @@ export const listMessages = defineRoute({
   }),
   async handler(c, deps) {
     const { status, channel, created_after, created_before, limit, cursor } = c.req.valid("query");
-    const page = await pageOfMessages(deps.db, deps.store.content, c.get("organization").id, {
+    const filters = {
       status,
       channel,
       createdAfter: created_after,
       createdBefore: created_before,
       limit,
       after: cursor,
-    });
+    };
+    const organizationId = c.get("organization").id;
+    const pageOn = (db: Database) => pageOfMessages(db, deps.store.content, organizationId, filters);
+    // On the replica when there is one (it may lag: a message accepted a moment ago may be
+    // missing from the page), on the primary when the replica cannot answer.
+    const { replica } = deps;
+    const page = await orFromPrimary(
+      replica && { read: () => pageOn(replica.db), pause: replica.pause },
+      () => pageOn(deps.db),
+      () => true,
+    )();
     return c.json(
       {
         messages: page.rows.map(toMessageRecord),
