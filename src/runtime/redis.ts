@@ -75,6 +75,9 @@ function connect(topology: RedisTopology, role: RedisRole): RedisClient {
           // A failover: the slots move to the promoted replica; wait for it rather than fail.
           retryDelayOnClusterDown: 300,
           retryDelayOnFailover: 200,
+          // The patient role waits out a failover of a production cluster (node timeout 15 s by
+          // default: ~30 s of redirections); the fail-fast one gives up after ioredis's 16.
+          ...(role === "patient" ? { maxRedirections: 100 } : {}),
           slotsRefreshTimeout: 2000,
           // With TLS the certificates name the nodes as the cluster announces them.
           ...(topology.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
