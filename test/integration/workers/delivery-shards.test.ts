@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { deliveryQueueName } from "../../../src/store/delivery-queue.js";
 import { sweep } from "../../../workers/sweeper.js";
 import { createHarness, eventually, type Harness, onboard, sendSms } from "../../support/harness.js";
+import { createOwnDatabase } from "../../support/own-database.js";
 
 /**
  * Delivery queue shards (QUEUE_SHARDS, decision 0041) on the machine's Redis: the relay puts each
@@ -15,8 +16,18 @@ afterEach(async () => {
   for (const h of harnesses.splice(0).reverse()) await h.close();
 });
 
+// A database of this file's own: the sweeper looks at every unfinished message of its database,
+// and the test files running alongside would add theirs to what it re-queues.
+let own: Awaited<ReturnType<typeof createOwnDatabase>>;
+beforeAll(async () => {
+  own = await createOwnDatabase("shards");
+});
+afterAll(async () => {
+  await own?.drop();
+});
+
 function harness(env: Record<string, string>): Harness {
-  const h = createHarness(env);
+  const h = createHarness({ DATABASE_URL: own.url, ...env });
   harnesses.push(h);
   return h;
 }
