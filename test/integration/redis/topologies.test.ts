@@ -1,7 +1,8 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
-import { nodeOptions } from "../../../src/runtime/redis.js";
+import { createLogger } from "../../../src/runtime/logger.js";
+import { createRedis, nodeOptions } from "../../../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite } from "../../../src/runtime/redis-checks.js";
 import { DELIVERY_QUEUE } from "../../../src/store/delivery-queue.js";
 import { sweep } from "../../../workers/sweeper.js";
@@ -126,6 +127,48 @@ describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
       /REDIS_CLUSTER_NODES: Redis at 127\.0\.0\.1:\d+ is not a Redis Cluster node/,
     );
   });
+});
+
+describe("given a password-protected Redis Cluster and a process with the wrong password", () => {
+  let guarded: RedisClusterUnderTest;
+  beforeAll(async () => {
+    guarded = await RedisClusterUnderTest.start({ password: "right-s3cret" });
+  }, 60_000);
+  afterAll(async () => {
+    await guarded?.close();
+  });
+
+  it("logs the refused login without the password, in no nested error either", async () => {
+    const lines: string[] = [];
+    const logger = createLogger({ level: "info", name: "worker" }, { write: (line) => lines.push(line) });
+    const config = loadConfig({
+      NODE_ENV: "test",
+      REDIS_CLUSTER_NODES: guarded.seeds,
+      REDIS_PASSWORD: "wr0ng-s3cret",
+    });
+    const redis = createRedis(config.REDIS, "patient", logger);
+    try {
+      await eventually(
+        async () => (lines.some((line) => line.includes("redis connection error")) ? true : undefined),
+        20_000,
+        "the connection error logged",
+      );
+      // What a caller logs of a command refused meanwhile is cleaned the same way.
+      const refused = await Promise.race([
+        redis.set("k", "v").then(
+          () => undefined,
+          (error: unknown) => error,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve(new Error("still waiting")), 3000)),
+      ]);
+      logger.error({ err: refused }, "command failed");
+    } finally {
+      redis.disconnect();
+    }
+    const log = lines.join("");
+    expect(log).toContain("redis connection error");
+    expect(log).not.toContain("wr0ng-s3cret");
+  }, 40_000);
 });
 
 describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
