@@ -24,6 +24,7 @@ import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
+import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
 import { purgeWebhookRows } from "./webhook-purger.js";
@@ -158,8 +159,15 @@ async function main(): Promise<void> {
 
   const databaseUp = () => database.available;
   const databaseUpAndRedisTakesWrites = () => database.available && !redisHealth.stall;
+  // First the jobs of stray queues (an older release's, shards beyond QUEUE_SHARDS) move into their
+  // messages' shards, then the sweeper adds the jobs that are nowhere (docs/decisions/0041).
   const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
-    sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
+    moveStrayJobs(redis, queues, Date.now)
+      .then(
+        (count) =>
+          count > 0 && logger.info({ count }, "moved jobs of stray delivery queues into their shards"),
+      )
+      .then(() => sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS }))
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),
   );
