@@ -269,3 +269,28 @@ describe("given jobs in the untagged queue of the release before shards (an upgr
     );
   }, 40_000);
 });
+
+describe("given a shard that refuses its jobs (its master away) while the others take theirs", () => {
+  it("relays the other shards' rows and keeps only the failing shard's in the outbox until it recovers", async () => {
+    const h = harness({ QUEUE_SHARDS: "3" });
+    const org = await onboard(h);
+    const ids = await sendMany(h, org.apiKey, 30);
+    // Shard 1's job counter holds a non-number: BullMQ's INCR on it fails, as a real Redis error.
+    const broken = h.queues.all[1];
+    await h.redis.set(`${h.config.QUEUE_PREFIX}:${broken?.name}:id`, "not-a-number");
+    const onBroken = ids.filter((id) => h.queues.forMessage(id) === broken);
+    expect(onBroken.length).toBeGreaterThan(0);
+
+    expect(await h.relayOutbox()).toBe(ids.length - onBroken.length);
+    const waiting = await h.sql<{ message_id: string }[]>`
+      select message_id from delivery_outbox where queue_prefix = ${h.config.QUEUE_PREFIX}`;
+    expect(waiting.map((row) => row.message_id).sort()).toEqual([...onBroken].sort());
+    // Nothing moved at all: the pass fails (and the relay loop backs off).
+    await expect(h.relayOutbox()).rejects.toThrow();
+
+    await h.redis.del(`${h.config.QUEUE_PREFIX}:${broken?.name}:id`);
+    expect(await h.relayOutbox()).toBe(onBroken.length);
+    h.startWorker();
+    await expectAllFinalOnce(h, org.id, ids);
+  });
+});
