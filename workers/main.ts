@@ -24,6 +24,7 @@ import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
+import { unconsumedShards } from "./shard-watch.js";
 import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
@@ -31,6 +32,8 @@ import { purgeWebhookRows } from "./webhook-purger.js";
 
 /** How often a worker deletes expired `Idempotency-Key` claims. */
 const PRUNE_INTERVAL_MS = 60_000;
+/** How often the worker looks for a delivery queue shard with jobs and no worker. */
+const SHARD_WATCH_INTERVAL_MS = 60_000;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -134,9 +137,16 @@ async function main(): Promise<void> {
     database,
   });
   const deliveries = trackInFlight(processor);
-  // One BullMQ Worker per shard consumed, sharing WORKER_CONCURRENCY between them.
+  // One BullMQ Worker per shard consumed, WORKER_CONCURRENCY split between them (per shard, not
+  // shared: a busy shard cannot borrow an idle one's slots).
   const consumed = config.QUEUE_SHARDS_CONSUMED;
   const concurrency = Math.max(1, Math.ceil(config.WORKER_CONCURRENCY / consumed.length));
+  if (config.WORKER_CONCURRENCY < consumed.length) {
+    logger.warn(
+      { WORKER_CONCURRENCY: config.WORKER_CONCURRENCY, shards: consumed.length, perShard: concurrency },
+      "WORKER_CONCURRENCY is below the shards this worker consumes: each shard's Worker still runs one job at a time, so more run at once than WORKER_CONCURRENCY",
+    );
+  }
   for (const shard of consumed) {
     const worker = new Worker<DeliveryJobData>(queues.all[shard]?.name ?? "", deliveries.run, {
       connection: workerRedis,
@@ -170,6 +180,21 @@ async function main(): Promise<void> {
       .then(() => sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS }))
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),
+  );
+  // A shard with jobs and no worker (a pool scaled to zero, QUEUE_SHARDS raised without one).
+  const shardWatch = every(SHARD_WATCH_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
+    unconsumedShards(queues)
+      .then((shards) => {
+        for (const shard of shards) {
+          logger.warn(
+            shard,
+            "a delivery queue shard holds jobs and no worker consumes it (QUEUE_SHARDS_CONSUMED)",
+          );
+        }
+      })
+      .catch(
+        (error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "shard watch failed"),
+      ),
   );
   const pruner = every(PRUNE_INTERVAL_MS, databaseUp, () =>
     pruneIdempotencyKeys(sql, { now: new Date() })
@@ -233,7 +258,12 @@ async function main(): Promise<void> {
   );
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
-    const periodicStopped = Promise.all([sweeper.stop(), pruner.stop(), webhookPurger.stop()]);
+    const periodicStopped = Promise.all([
+      sweeper.stop(),
+      shardWatch.stop(),
+      pruner.stop(),
+      webhookPurger.stop(),
+    ]);
     // Attempts under way get a few seconds; one cut short is tried again once its lease is over.
     const webhooksStopped = webhooks.stop(Math.min(5_000, config.SHUTDOWN_TIMEOUT_MS / 4));
     database.close();

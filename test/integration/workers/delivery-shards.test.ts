@@ -8,6 +8,7 @@ import {
   LEGACY_DELIVERY_QUEUE,
   MAX_QUEUE_SHARDS,
 } from "../../../src/store/delivery-queue.js";
+import { unconsumedShards } from "../../../workers/shard-watch.js";
 import { moveStrayJobs } from "../../../workers/stray-jobs.js";
 import { sweep } from "../../../workers/sweeper.js";
 import { createHarness, eventually, type Harness, onboard, sendSms } from "../../support/harness.js";
@@ -292,5 +293,33 @@ describe("given a shard that refuses its jobs (its master away) while the others
     expect(await h.relayOutbox()).toBe(onBroken.length);
     h.startWorker();
     await expectAllFinalOnce(h, org.id, ids);
+  });
+});
+
+describe("given a shard with jobs that no worker consumes (QUEUE_SHARDS_CONSUMED leaves it out)", () => {
+  it("names that shard, with its jobs, and /metrics shows it has no worker", async () => {
+    const h = harness({ QUEUE_SHARDS: "3", QUEUE_SHARDS_CONSUMED: "0,2" });
+    const org = await onboard(h);
+    h.startWorker();
+    const ids = await sendMany(h, org.apiKey, 30);
+    const stuck = ids.filter((id) => h.queues.forMessage(id) === h.queues.all[1]);
+    const found = await eventually(
+      async () => {
+        const shards = await unconsumedShards(h.queues);
+        return shards[0]?.jobs === stuck.length ? shards : undefined;
+      },
+      10_000,
+      "shard 1's jobs waiting",
+    );
+    expect(found).toEqual([{ shard: 1, queue: h.queues.all[1]?.name, jobs: stuck.length }]);
+    const metrics = await (await h.app.request("/metrics")).text();
+    const workersOf = (name: string | undefined) =>
+      metrics
+        .split("\n")
+        .find((line) => line.startsWith(`notification_queue_workers{queue="${name}"`))
+        ?.split(" ")
+        .at(-1);
+    expect(workersOf(h.queues.all[1]?.name)).toBe("0");
+    expect(workersOf(h.queues.all[0]?.name)).toBe("1");
   });
 });
