@@ -260,6 +260,45 @@ describe("given a primary managed by Sentinels (REDIS_SENTINELS, REDIS_SENTINEL_
   });
 });
 
+describe("given Sentinels that still name a primary that was just made a replica (a failover under way)", () => {
+  let group: SentinelGroupUnderTest;
+  beforeAll(async () => {
+    group = await SentinelGroupUnderTest.start();
+  }, 60_000);
+  afterAll(async () => {
+    await group?.close();
+  });
+
+  it("warns and goes on at start-up, and the health probe makes the client ask the Sentinels again", async () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      REDIS_SENTINELS: group.addresses,
+      REDIS_SENTINEL_NAME: group.name,
+    });
+    const lines: string[] = [];
+    const logger = createLogger({ level: "info", name: "worker" }, { write: (line) => lines.push(line) });
+    const redis = createRedis(config.REDIS, "fail-fast", logger);
+    try {
+      await eventually(async () => (redis.status === "ready" ? true : undefined), 10_000, "client ready");
+      const primaryPort = await group.primaryPort();
+      const primary = group.data.find((node) => node.port === primaryPort);
+      const replica = group.data.find((node) => node.port !== primaryPort);
+      const admin = primary?.client();
+      await admin?.call("REPLICAOF", "127.0.0.1", String(replica?.port));
+      admin?.disconnect();
+
+      await expect(assertUsableRedis(config.REDIS, logger)).resolves.toBeUndefined();
+      expect(lines.join("")).toMatch(/could not check Redis at start-up; going on/);
+      let closed = 0;
+      redis.on("close", () => closed++);
+      await expect(probeRedisWrite(redis, config.REDIS, ["health-probe"])).rejects.toThrow(/role:slave/);
+      await eventually(async () => (closed > 0 ? true : undefined), 5_000, "the client to reconnect");
+    } finally {
+      redis.disconnect();
+    }
+  }, 40_000);
+});
+
 describe("given a Redis that speaks TLS only (rediss://, REDIS_TLS_CA_FILE)", () => {
   let tls: TlsRedisUnderTest;
   let h: Harness;
