@@ -25,6 +25,8 @@ import { maintainMessagePartitions } from "./message-partitions.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
+import { unconsumedShards } from "./shard-watch.js";
+import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
 import { purgeWebhookRows } from "./webhook-purger.js";
@@ -33,6 +35,8 @@ import { purgeWebhookRows } from "./webhook-purger.js";
 const PRUNE_INTERVAL_MS = 60_000;
 /** Partitions are made a week ahead and dropped by the day: a run every 10 minutes is plenty. */
 const PARTITION_INTERVAL_MS = 10 * 60_000;
+/** How often the worker looks for a delivery queue shard with jobs and no worker. */
+const SHARD_WATCH_INTERVAL_MS = 60_000;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -136,9 +140,16 @@ async function main(): Promise<void> {
     database,
   });
   const deliveries = trackInFlight(processor);
-  // One BullMQ Worker per shard consumed, sharing WORKER_CONCURRENCY between them.
+  // One BullMQ Worker per shard consumed, WORKER_CONCURRENCY split between them (per shard, not
+  // shared: a busy shard cannot borrow an idle one's slots).
   const consumed = config.QUEUE_SHARDS_CONSUMED;
   const concurrency = Math.max(1, Math.ceil(config.WORKER_CONCURRENCY / consumed.length));
+  if (config.WORKER_CONCURRENCY < consumed.length) {
+    logger.warn(
+      { WORKER_CONCURRENCY: config.WORKER_CONCURRENCY, shards: consumed.length, perShard: concurrency },
+      "WORKER_CONCURRENCY is below the shards this worker consumes: each shard's Worker still runs one job at a time, so more run at once than WORKER_CONCURRENCY",
+    );
+  }
   for (const shard of consumed) {
     const worker = new Worker<DeliveryJobData>(queues.all[shard]?.name ?? "", deliveries.run, {
       connection: workerRedis,
@@ -161,10 +172,32 @@ async function main(): Promise<void> {
 
   const databaseUp = () => database.available;
   const databaseUpAndRedisTakesWrites = () => database.available && !redisHealth.stall;
+  // First the jobs of stray queues (an older release's, shards beyond QUEUE_SHARDS) move into their
+  // messages' shards, then the sweeper adds the jobs that are nowhere (docs/decisions/0041).
   const sweeper = every(config.SWEEP_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
-    sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS })
+    moveStrayJobs(redis, queues, Date.now)
+      .then(
+        (count) =>
+          count > 0 && logger.info({ count }, "moved jobs of stray delivery queues into their shards"),
+      )
+      .then(() => sweep({ db, queue: queues, now: () => new Date(), graceMs: config.SWEEP_GRACE_MS }))
       .then((count) => count > 0 && logger.info({ count }, "sweeper re-enqueued messages without a job"))
       .catch((error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "sweep failed")),
+  );
+  // A shard with jobs and no worker (a pool scaled to zero, QUEUE_SHARDS raised without one).
+  const shardWatch = every(SHARD_WATCH_INTERVAL_MS, databaseUpAndRedisTakesWrites, () =>
+    unconsumedShards(queues)
+      .then((shards) => {
+        for (const shard of shards) {
+          logger.warn(
+            shard,
+            "a delivery queue shard holds jobs and no worker consumes it (QUEUE_SHARDS_CONSUMED)",
+          );
+        }
+      })
+      .catch(
+        (error: unknown) => redisHealth.report(error) || logger.warn({ err: error }, "shard watch failed"),
+      ),
   );
   const pruner = every(PRUNE_INTERVAL_MS, databaseUp, () =>
     pruneIdempotencyKeys(sql, { now: new Date() })
@@ -248,6 +281,7 @@ async function main(): Promise<void> {
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     const periodicStopped = Promise.all([
       sweeper.stop(),
+      shardWatch.stop(),
       pruner.stop(),
       webhookPurger.stop(),
       partitions.stop(),

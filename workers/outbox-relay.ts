@@ -38,8 +38,9 @@ const CRITICAL = 1;
  * Moves up to `batchSize` rows of this queue's outbox into BullMQ, most urgent first: takes them
  * (`FOR UPDATE SKIP LOCKED`, so relays in several workers share the work), adds their jobs with
  * one `addBulk`, and deletes them in the same transaction. If Redis fails the transaction rolls
- * back and the rows wait for the next pass (with shards, one `addBulk` per shard, all before the
- * commit); if the process dies between the add and the commit
+ * back and the rows wait for the next pass; with shards, one `addBulk` per shard, and only the
+ * rows of the shards that took them are deleted (a shard whose master is failing over holds
+ * back its own rows only); if the process dies between the add and the commit
  * the rows are added again, which is harmless: the job id is the message id, and a job that
  * already ran finds its message final. Returns how many rows it moved.
  */
@@ -53,17 +54,14 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const [waiting] = await sql`
     select 1 from delivery_outbox where queue_prefix = ${prefix} and priority <= ${maxPriority} limit 1`;
   if (!waiting) return 0;
-  return sql.begin(async (tx) => {
+  const { relayed, failure } = await sql.begin(async (tx) => {
     const rows = await tx<Array<{ message_id: string; priority: number }>>`
-      delete from delivery_outbox
-      where message_id in (
-        select message_id from delivery_outbox
-        where queue_prefix = ${prefix} and priority <= ${maxPriority}
-        order by priority, message_id
-        limit ${limit}
-        for update skip locked)
-      returning message_id, priority`;
-    if (rows.length === 0) return 0;
+      select message_id, priority from delivery_outbox
+      where queue_prefix = ${prefix} and priority <= ${maxPriority}
+      order by priority, message_id
+      limit ${limit}
+      for update skip locked`;
+    if (rows.length === 0) return { relayed: 0, failure: undefined };
     const byShard = new Map<Queue<DeliveryJobData>, Array<{ message_id: string; priority: number }>>();
     for (const row of rows) {
       const queue = queues.forMessage(row.message_id);
@@ -71,9 +69,12 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
       if (list) list.push(row);
       else byShard.set(queue, [row]);
     }
-    await withTimeout(
-      Promise.all(
-        Array.from(byShard, ([queue, shardRows]) =>
+    // Each shard on its own: a shard whose master is away keeps its rows for the next pass, the
+    // others' rows leave the outbox (one shard's failure no longer holds every shard back).
+    const shards = Array.from(byShard);
+    const results = await Promise.allSettled(
+      shards.map(([queue, shardRows]) =>
+        withTimeout(
           queue.addBulk(
             shardRows.map((row) => ({
               name: "deliver",
@@ -81,12 +82,31 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
               opts: deliveryJobOptions({ messageId: row.message_id, priority: row.priority }),
             })),
           ),
+          deps.addTimeoutMs ?? DEFAULT_ADD_TIMEOUT_MS,
         ),
       ),
-      deps.addTimeoutMs ?? DEFAULT_ADD_TIMEOUT_MS,
     );
-    return rows.length;
+    const added: string[] = [];
+    let failure: unknown;
+    results.forEach((result, index) => {
+      if (result.status === "fulfilled")
+        added.push(...(shards[index]?.[1] ?? []).map((row) => row.message_id));
+      else failure ??= result.reason;
+    });
+    if (added.length > 0) {
+      await tx`delete from delivery_outbox where queue_prefix = ${prefix} and message_id in ${tx(added)}`;
+    }
+    return { relayed: added.length, failure };
   });
+  if (failure !== undefined) {
+    // Nothing moved: the loop backs off and reports it. Some shards moved: go on, and say which failed.
+    if (relayed === 0) throw failure;
+    deps.logger.warn(
+      { err: failure },
+      "outbox relay: a delivery queue shard refused its jobs; its rows wait",
+    );
+  }
+  return relayed;
 }
 
 export interface OutboxRelay {

@@ -3,7 +3,12 @@ import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
 import { deliveryOutbox, messages } from "../db/schema.js";
-import { type DeliveryJobData, DeliveryQueues, enqueueDelivery } from "../src/store/delivery-queue.js";
+import {
+  type DeliveryJobData,
+  DeliveryQueues,
+  enqueueDelivery,
+  strayDeliveryQueueNames,
+} from "../src/store/delivery-queue.js";
 
 export interface SweepDeps {
   db: Database;
@@ -18,10 +23,10 @@ export interface SweepDeps {
 /**
  * Finds unfinished messages whose delivery job is not in Redis (Redis lost it, or BullMQ gave up
  * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping a scheduled retry's
- * time. Safe to run from every worker at once: the job id is the message id. With shards, a job
- * in any of today's shards counts (one a smaller `QUEUE_SHARDS` no longer has does not), and a
- * job added goes to the message's shard, so changing the shard count neither loses a queued
- * message nor queues it twice (docs/decisions/0041).
+ * time. Safe to run from every worker at once: the job id is the message id. A job in any
+ * delivery queue counts, today's shards or a stray one (the legacy untagged queue, a shard beyond
+ * `QUEUE_SHARDS`), and a job added goes to the message's shard, so neither a change of the shard
+ * count nor processes of two counts side by side queue a message twice (docs/decisions/0041).
  * Returns how many jobs it re-enqueued.
  */
 export async function sweep(deps: SweepDeps): Promise<number> {
@@ -63,12 +68,20 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       .limit(pageSize);
     if (page.length === 0) return enqueued;
 
-    // One pipeline per shard: a shard's keys share one slot (a cluster refuses a pipeline across slots).
+    // A job in any delivery queue counts: today's shards, and the stray ones (the legacy queue,
+    // shards beyond N) that processes of another count or release still use. Looked up from the
+    // legacy queue down to shard 0, the way the workers move jobs (always to a lower shard), so a
+    // job moved during the look-up is seen where it arrives. One pipeline per queue: a queue's
+    // keys share one slot (a cluster refuses a pipeline across slots).
+    const client = (await queues.first.client) as unknown as Redis;
+    const names = [
+      ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
+      ...queues.all.map((queue) => queue.name).reverse(),
+    ];
     const queued = new Set<string>();
-    for (const queue of queues.all) {
-      const client = (await queue.client) as unknown as Redis;
+    for (const name of names) {
       const pipeline = client.pipeline();
-      for (const row of page) pipeline.exists(queue.toKey(row.messageId));
+      for (const row of page) pipeline.exists(`${queues.prefix}:${name}:${row.messageId}`);
       const results = (await pipeline.exec()) ?? [];
       for (const [index, row] of page.entries()) {
         const [error, exists] = results[index] ?? [null, 1];

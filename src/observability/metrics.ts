@@ -96,14 +96,31 @@ export function createMetrics(options: {
       registers: [registry],
       aggregator: READ_ON_SCRAPE,
       async collect() {
-        try {
-          for (const shard of shards) {
+        for (const shard of shards) {
+          try {
             const counts = await shard.getJobCounts("wait", "prioritized", "active", "delayed", "failed");
             for (const [state, count] of Object.entries(counts))
               this.set({ queue: shard.name, state }, count);
+          } catch {
+            // This shard's master unavailable: leave its last values (the others' are read);
+            // /readyz says what is wrong.
           }
-        } catch {
-          // Redis unavailable: leave the last values; /readyz says what is wrong.
+        }
+      },
+    });
+    new Gauge({
+      name: "notification_queue_workers",
+      help: "BullMQ Workers connected to each delivery queue shard: 0 with jobs waiting means nobody delivers them",
+      labelNames: ["queue"] as const,
+      registers: [registry],
+      aggregator: READ_ON_SCRAPE,
+      async collect() {
+        for (const shard of shards) {
+          try {
+            this.set({ queue: shard.name }, await shard.getWorkersCount());
+          } catch {
+            // Leave the last value.
+          }
         }
       },
     });

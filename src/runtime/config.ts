@@ -52,12 +52,15 @@ const redisNodeList = z.string().transform((list, ctx): readonly RedisNode[] => 
   const nodes: RedisNode[] = [];
   for (const raw of list.split(",")) {
     const entry = raw.trim();
-    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(entry);
+    // `_` too: docker-compose service names (redis_1) are host names there.
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9._-]+)):(\d{1,5})$/.exec(entry);
     const port = Number(match?.[3]);
     if (!match || port < 1 || port > 65535) {
+      // Never echo credentials: an entry given as a URL (redis://:password@host) shows from its `@` on.
+      const shown = entry.includes("@") ? `…@${entry.slice(entry.lastIndexOf("@") + 1)}` : entry;
       ctx.addIssue({
         code: "custom",
-        message: `must be host:port entries, comma-separated (port 1-65535); not "${entry}"`,
+        message: `must be host:port entries, comma-separated (port 1-65535); not "${shown}"`,
       });
       return z.NEVER;
     }

@@ -49,7 +49,14 @@ async function checkDataNode(redis: Redis, topology: RedisTopology): Promise<voi
   redis.on("error", (error: Error) => errors.push(error));
   try {
     await redis.connect();
-    const problem = whatIsWrong(await redis.info(), topology);
+    const info = await redis.info();
+    const problem = whatIsWrong(info, topology);
+    // The primary the Sentinels name answering as a replica is a failover under way, over in
+    // seconds: not a configuration to refuse (the caller warns and goes on; the clients follow
+    // the Sentinels to the new primary).
+    if (problem && topology.kind === "sentinel" && field(info, "role") === "slave") {
+      throw new Error(`${where} ${problem}`);
+    }
     if (problem) throw invalid(setting, `${where} ${problem}`);
   } catch (error) {
     throw (
@@ -172,7 +179,13 @@ export async function probeRedisWrite(
   keys: readonly string[],
 ): Promise<void> {
   if (!(redis instanceof Cluster)) {
-    const problem = whatIsWrong(await redis.info(), topology);
+    const info = await redis.info();
+    const problem = whatIsWrong(info, topology);
+    if (problem && topology.kind === "sentinel" && field(info, "role") === "slave") {
+      // A demoted primary: only a reconnect asks the Sentinels for the new one (no write was sent
+      // whose READONLY would have made the client do it).
+      redis.disconnect(true);
+    }
     if (problem) throw new Error(`Redis ${problem}`);
   }
   await Promise.all(keys.map((key) => redis.set(key, "1", "PX", 10_000)));

@@ -2,14 +2,17 @@ import type { Logger } from "./logger.js";
 
 /**
  * Redis answers that will not go away by retrying at once: a replica's `READONLY` (after a
- * failover demoted the node), `OOM` under `noeviction`, a Cluster node's `CROSSSLOT` / `MOVED`,
+ * failover demoted the node), `OOM` under `noeviction`, a Cluster node's `CROSSSLOT` / `MOVED`
+ * (which a Cluster client follows itself: reaching us, they mean a cluster node used as one Redis),
  * a login refused after a reconnect, a node that cannot persist (`MISCONF`). Unlike a dropped
- * connection, each command fails the same way until someone changes something.
+ * connection, each command fails the same way until someone changes something. Not here: a
+ * cluster's `CLUSTERDOWN` and `TRYAGAIN`, which a failover or a resharding gives for seconds: the
+ * job fails and is retried, no worker pauses every shard for one master's failover.
  */
 const PERSISTENT_REDIS_ERRORS = {
   readonly: /^READONLY\b/,
   oom: /^OOM\b/,
-  cluster: /^(CROSSSLOT|MOVED|ASK|CLUSTERDOWN)\b/,
+  cluster: /^(CROSSSLOT|MOVED|ASK)\b/,
   auth: /^(NOAUTH|WRONGPASS|NOPERM)\b/,
   misconf: /^MISCONF\b/,
 } as const;

@@ -1,5 +1,4 @@
 import { type JobsOptions, Queue } from "bullmq";
-import calculateSlot from "cluster-key-slot";
 import type { Cluster, Redis } from "ioredis";
 import { type PriorityTier, QUEUE_PRIORITY } from "../domain/priority.js";
 
@@ -19,25 +18,118 @@ export function createDeliveryQueue(connection: Redis | Cluster, prefix: string)
   return new Queue<DeliveryJobData>(DELIVERY_QUEUE, { connection, prefix });
 }
 
-/** Redis Cluster's hash slots. */
-const SLOTS = 16384;
+/** The delivery queue's name before hash tags: a release older than decision 0041 used it. */
+export const LEGACY_DELIVERY_QUEUE = "deliveries";
 
 /**
- * The name of delivery queue shard `shard` (0-based) of `shards`. Shard 0 is `{deliveries}`, the
- * one queue of `QUEUE_SHARDS=1`, kept whatever the count. Shard k's hash tag is the first
- * `deliveries-k-<n>` whose slot lies in the k-th of `shards` equal slot ranges, so on a cluster
- * whose slots are split evenly between masters (what `redis-cli --cluster create` does) the
- * shards land on different masters instead of where plain names happen to hash.
+ * The hash tag of every delivery queue shard, fixed for ever: shard k is `{SHARD_TAGS[k]}` whatever
+ * `QUEUE_SHARDS` is, so changing the count only adds or drops shards, and a job never changes
+ * queue because of the count (review of issue 18, finding 1). Shard 0 is `{deliveries}`, the one
+ * queue of `QUEUE_SHARDS=1`. The tags were chosen (once, by a search over `cluster-key-slot`) so
+ * that for every N from 1 to 12 the first N shards lie in N different ones of N equal slot ranges:
+ * on a cluster of N masters with its slots split evenly (`redis-cli --cluster create`), each
+ * shard has a master of its own, shard 0 (slot 3880) included. Beyond 12 they are spread but no
+ * longer one per range. Never edit or reorder this list: the names are where jobs are.
  */
-export function deliveryQueueName(shard: number, shards: number): string {
-  if (shard === 0) return DELIVERY_QUEUE;
-  const from = Math.floor((shard * SLOTS) / shards);
-  const to = Math.floor(((shard + 1) * SLOTS) / shards);
-  for (let n = 0; ; n++) {
-    const tag = `deliveries-${shard}-${n}`;
-    const slot = calculateSlot(tag);
-    if (slot >= from && slot < to) return `{${tag}}`;
-  }
+const SHARD_TAGS = [
+  "deliveries",
+  "deliveries-1-155",
+  "deliveries-2-138",
+  "deliveries-3-279",
+  "deliveries-4-160",
+  "deliveries-5-187",
+  "deliveries-6-32",
+  "deliveries-7-65",
+  "deliveries-8-611",
+  "deliveries-9-400",
+  "deliveries-10-302",
+  "deliveries-11-306",
+  "deliveries-12-64",
+  "deliveries-13-39",
+  "deliveries-14-3",
+  "deliveries-15-252",
+  "deliveries-16-351",
+  "deliveries-17-42",
+  "deliveries-18-305",
+  "deliveries-19-260",
+  "deliveries-20-313",
+  "deliveries-21-159",
+  "deliveries-22-189",
+  "deliveries-23-33",
+  "deliveries-24-122",
+  "deliveries-25-135",
+  "deliveries-26-260",
+  "deliveries-27-449",
+  "deliveries-28-168",
+  "deliveries-29-177",
+  "deliveries-30-239",
+  "deliveries-31-226",
+  "deliveries-32-162",
+  "deliveries-33-648",
+  "deliveries-34-12",
+  "deliveries-35-363",
+  "deliveries-36-558",
+  "deliveries-37-221",
+  "deliveries-38-701",
+  "deliveries-39-42",
+  "deliveries-40-204",
+  "deliveries-41-209",
+  "deliveries-42-302",
+  "deliveries-43-316",
+  "deliveries-44-341",
+  "deliveries-45-375",
+  "deliveries-46-353",
+  "deliveries-47-42",
+  "deliveries-48-222",
+  "deliveries-49-420",
+  "deliveries-50-776",
+  "deliveries-51-176",
+  "deliveries-52-228",
+  "deliveries-53-54",
+  "deliveries-54-142",
+  "deliveries-55-300",
+  "deliveries-56-329",
+  "deliveries-57-336",
+  "deliveries-58-1",
+  "deliveries-59-94",
+  "deliveries-60-54",
+  "deliveries-61-165",
+  "deliveries-62-146",
+  "deliveries-63-207",
+] as const;
+
+/** The most shards there can be (`QUEUE_SHARDS`' maximum). */
+export const MAX_QUEUE_SHARDS = SHARD_TAGS.length;
+
+/** The name of delivery queue shard `shard` (0-based), the same for every shard count. */
+export function deliveryQueueName(shard: number): string {
+  const tag = SHARD_TAGS[shard];
+  if (tag === undefined)
+    throw new RangeError(`no delivery queue shard ${shard} (0 to ${MAX_QUEUE_SHARDS - 1})`);
+  return `{${tag}}`;
+}
+
+/**
+ * The delivery queues outside today's `shards` that hold or held jobs (their job counter key
+ * exists): the untagged queue of an older release, and shards a larger count had, or that
+ * processes of a larger count still feed during a rolling change. Nobody consumes them as
+ * shards; the workers move their jobs into the messages' shards (workers/stray-jobs.ts) and the
+ * sweeper looks in them before adding a job again. The legacy queue comes first, then shards from
+ * the highest: the order jobs move in (to lower shards), which the sweeper's look-up relies on.
+ */
+export async function strayDeliveryQueueNames(
+  client: Redis | Cluster,
+  prefix: string,
+  shards: number,
+): Promise<string[]> {
+  const candidates = [
+    LEGACY_DELIVERY_QUEUE,
+    ...Array.from({ length: MAX_QUEUE_SHARDS - shards }, (_, i) =>
+      deliveryQueueName(MAX_QUEUE_SHARDS - 1 - i),
+    ),
+  ];
+  const present = await Promise.all(candidates.map((name) => client.exists(`${prefix}:${name}:id`)));
+  return candidates.filter((_, index) => present[index] === 1);
 }
 
 /**
@@ -70,7 +162,7 @@ export class DeliveryQueues {
     return new DeliveryQueues(
       Array.from(
         { length: shards },
-        (_, shard) => new Queue<DeliveryJobData>(deliveryQueueName(shard, shards), { connection, prefix }),
+        (_, shard) => new Queue<DeliveryJobData>(deliveryQueueName(shard), { connection, prefix }),
       ),
     );
   }

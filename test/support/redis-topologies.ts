@@ -39,12 +39,14 @@ function listenOnce(port: number): Promise<number> {
 /** One redis-server process; `kill` is SIGKILL (a machine lost), `stop` a clean exit. */
 class Node {
   readonly port: number;
+  readonly #password: string | undefined;
   #child: ChildProcess;
   #output = "";
   readonly exited: Promise<void>;
 
-  constructor(port: number, args: string[]) {
+  constructor(port: number, args: string[], password?: string) {
     this.port = port;
+    this.#password = password;
     this.#child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
     const collect = (chunk: Buffer) => {
       this.#output = (this.#output + chunk.toString()).slice(-20_000);
@@ -73,7 +75,11 @@ class Node {
 
   /** A short-lived client of this node (the caller disconnects it). */
   client(): Redis {
-    const redis = new Redis(this.port, "127.0.0.1", { maxRetriesPerRequest: 1, retryStrategy: () => null });
+    const redis = new Redis(this.port, "127.0.0.1", {
+      maxRetriesPerRequest: 1,
+      retryStrategy: () => null,
+      ...(this.#password ? { password: this.#password } : {}),
+    });
     redis.on("error", () => {});
     return redis;
   }
@@ -143,9 +149,13 @@ export class RedisClusterUnderTest {
     this.#dir = dir;
   }
 
+  /** `password`: every node requires it (`requirepass`, and `masterauth` for the replicas). */
   static async start(
-    options: { masters?: number; replicasPerMaster?: number } = {},
+    options: { masters?: number; replicasPerMaster?: number; password?: string } = {},
   ): Promise<RedisClusterUnderTest> {
+    const auth = options.password
+      ? ["--requirepass", options.password, "--masterauth", options.password]
+      : [];
     const masters = options.masters ?? 3;
     const replicas = options.replicasPerMaster ?? 0;
     const dir = mkdtempSync(join(tmpdir(), "redis-cluster-"));
@@ -155,18 +165,23 @@ export class RedisClusterUnderTest {
       for (let i = 0; i < masters * (1 + replicas); i++) {
         const port = await freeNodePort();
         nodes.push(
-          new Node(port, [
-            ...baseArgs(port, dir),
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            `nodes-${port}.conf`,
-            // A master silent this long is failed over to its replica.
-            "--cluster-node-timeout",
-            "2000",
-            "--cluster-replica-validity-factor",
-            "0",
-          ]),
+          new Node(
+            port,
+            [
+              ...baseArgs(port, dir),
+              "--cluster-enabled",
+              "yes",
+              "--cluster-config-file",
+              `nodes-${port}.conf`,
+              // A master silent this long is failed over to its replica.
+              "--cluster-node-timeout",
+              "2000",
+              "--cluster-replica-validity-factor",
+              "0",
+              ...auth,
+            ],
+            options.password,
+          ),
         );
       }
       for (const node of nodes) await until(() => answers(node), 10_000, `cluster node ${node.port}`);
@@ -177,6 +192,7 @@ export class RedisClusterUnderTest {
         "--cluster-replicas",
         String(replicas),
         "--cluster-yes",
+        ...(options.password ? ["-a", options.password, "--no-auth-warning"] : []),
       ]);
       await cluster.waitUntilHealthy();
       return cluster;

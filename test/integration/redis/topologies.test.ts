@@ -1,7 +1,8 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
-import { nodeOptions } from "../../../src/runtime/redis.js";
+import { createLogger } from "../../../src/runtime/logger.js";
+import { createRedis, nodeOptions } from "../../../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite } from "../../../src/runtime/redis-checks.js";
 import { DELIVERY_QUEUE } from "../../../src/store/delivery-queue.js";
 import { sweep } from "../../../workers/sweeper.js";
@@ -128,6 +129,48 @@ describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
   });
 });
 
+describe("given a password-protected Redis Cluster and a process with the wrong password", () => {
+  let guarded: RedisClusterUnderTest;
+  beforeAll(async () => {
+    guarded = await RedisClusterUnderTest.start({ password: "right-s3cret" });
+  }, 60_000);
+  afterAll(async () => {
+    await guarded?.close();
+  });
+
+  it("logs the refused login without the password, in no nested error either", async () => {
+    const lines: string[] = [];
+    const logger = createLogger({ level: "info", name: "worker" }, { write: (line) => lines.push(line) });
+    const config = loadConfig({
+      NODE_ENV: "test",
+      REDIS_CLUSTER_NODES: guarded.seeds,
+      REDIS_PASSWORD: "wr0ng-s3cret",
+    });
+    const redis = createRedis(config.REDIS, "patient", logger);
+    try {
+      await eventually(
+        async () => (lines.some((line) => line.includes("redis connection error")) ? true : undefined),
+        20_000,
+        "the connection error logged",
+      );
+      // What a caller logs of a command refused meanwhile is cleaned the same way.
+      const refused = await Promise.race([
+        redis.set("k", "v").then(
+          () => undefined,
+          (error: unknown) => error,
+        ),
+        new Promise((resolve) => setTimeout(() => resolve(new Error("still waiting")), 3000)),
+      ]);
+      logger.error({ err: refused }, "command failed");
+    } finally {
+      redis.disconnect();
+    }
+    const log = lines.join("");
+    expect(log).toContain("redis connection error");
+    expect(log).not.toContain("wr0ng-s3cret");
+  }, 40_000);
+});
+
 describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
   let h: Harness;
   beforeAll(() => {
@@ -215,6 +258,45 @@ describe("given a primary managed by Sentinels (REDIS_SENTINELS, REDIS_SENTINEL_
       /REDIS_URL: Redis at 127\.0\.0\.1:\d+ is a Sentinel, not a data node: give the Sentinels as REDIS_SENTINELS/,
     );
   });
+});
+
+describe("given Sentinels that still name a primary that was just made a replica (a failover under way)", () => {
+  let group: SentinelGroupUnderTest;
+  beforeAll(async () => {
+    group = await SentinelGroupUnderTest.start();
+  }, 60_000);
+  afterAll(async () => {
+    await group?.close();
+  });
+
+  it("warns and goes on at start-up, and the health probe makes the client ask the Sentinels again", async () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      REDIS_SENTINELS: group.addresses,
+      REDIS_SENTINEL_NAME: group.name,
+    });
+    const lines: string[] = [];
+    const logger = createLogger({ level: "info", name: "worker" }, { write: (line) => lines.push(line) });
+    const redis = createRedis(config.REDIS, "fail-fast", logger);
+    try {
+      await eventually(async () => (redis.status === "ready" ? true : undefined), 10_000, "client ready");
+      const primaryPort = await group.primaryPort();
+      const primary = group.data.find((node) => node.port === primaryPort);
+      const replica = group.data.find((node) => node.port !== primaryPort);
+      const admin = primary?.client();
+      await admin?.call("REPLICAOF", "127.0.0.1", String(replica?.port));
+      admin?.disconnect();
+
+      await expect(assertUsableRedis(config.REDIS, logger)).resolves.toBeUndefined();
+      expect(lines.join("")).toMatch(/could not check Redis at start-up; going on/);
+      let closed = 0;
+      redis.on("close", () => closed++);
+      await expect(probeRedisWrite(redis, config.REDIS, ["health-probe"])).rejects.toThrow(/role:slave/);
+      await eventually(async () => (closed > 0 ? true : undefined), 5_000, "the client to reconnect");
+    } finally {
+      redis.disconnect();
+    }
+  }, 40_000);
 });
 
 describe("given a Redis that speaks TLS only (rediss://, REDIS_TLS_CA_FILE)", () => {

@@ -1,6 +1,15 @@
 import { randomUUID } from "node:crypto";
+import { Queue } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { deliveryQueueName } from "../../../src/store/delivery-queue.js";
+import {
+  type DeliveryJobData,
+  deliveryJobOptions,
+  deliveryQueueName,
+  LEGACY_DELIVERY_QUEUE,
+  MAX_QUEUE_SHARDS,
+} from "../../../src/store/delivery-queue.js";
+import { unconsumedShards } from "../../../workers/shard-watch.js";
+import { moveStrayJobs } from "../../../workers/stray-jobs.js";
 import { sweep } from "../../../workers/sweeper.js";
 import { createHarness, eventually, type Harness, onboard, sendSms } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
@@ -8,8 +17,10 @@ import { createOwnDatabase } from "../../support/own-database.js";
 /**
  * Delivery queue shards (QUEUE_SHARDS, decision 0041) on the machine's Redis: the relay puts each
  * message's job on the shard of its id, workers take every shard, and changing the shard count
- * loses nothing already queued and queues nothing twice (the sweeper looks in every shard of the
- * new count and adds what it misses to the message's new shard).
+ * loses nothing already queued and queues nothing twice, even with processes of two counts (or
+ * of the release before shards) running side by side: shard names never depend on the count, the
+ * workers move the jobs of stray queues into the messages' shards, and the sweeper looks in every
+ * queue before adding a job.
  */
 const harnesses: Harness[] = [];
 afterEach(async () => {
@@ -78,7 +89,7 @@ const later = () => new Date(Date.now() + 60_000);
 describe("given QUEUE_SHARDS=3", () => {
   it("relays each message to the shard of its id, and workers deliver every shard", async () => {
     const h = harness({ QUEUE_SHARDS: "3" });
-    expect(h.queues.all.map((q) => q.name)).toEqual([0, 1, 2].map((k) => deliveryQueueName(k, 3)));
+    expect(h.queues.all.map((q) => q.name)).toEqual([0, 1, 2].map((k) => deliveryQueueName(k)));
     const org = await onboard(h);
     const ids = await sendMany(h, org.apiKey, 30);
     await relayAll(h);
@@ -99,7 +110,7 @@ describe("given QUEUE_SHARDS=3", () => {
 });
 
 describe("given queued messages when the shard count changes", () => {
-  it("from 3 to 1: the sweeper moves the jobs of dropped shards to shard 0, once, and nothing is lost", async () => {
+  it("from 3 to 1: the worker moves the jobs of dropped shards to shard 0, once, and nothing is lost", async () => {
     const prefix = `shards-${randomUUID().slice(0, 8)}`;
     const before = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
     const org = await onboard(before);
@@ -108,10 +119,13 @@ describe("given queued messages when the shard count changes", () => {
     const inShard0 = [...(await shardsHolding(before, ids)).values()].filter((s) => s[0] === 0).length;
 
     const after = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "1" });
-    const moved = await sweep({ db: after.db, queue: after.queues, now: later, graceMs: 0 });
-    expect(moved).toBe(ids.length - inShard0);
-    // A second sweep finds every message queued: nothing is added twice.
+    // The sweeper sees the jobs of the dropped shards (stray queues): it adds none.
     expect(await sweep({ db: after.db, queue: after.queues, now: later, graceMs: 0 })).toBe(0);
+    // The worker moves them into shard 0, once.
+    expect(await moveStrayJobs(after.redis, after.queues, Date.now)).toBe(ids.length - inShard0);
+    expect(await moveStrayJobs(after.redis, after.queues, Date.now)).toBe(0);
+    expect(await sweep({ db: after.db, queue: after.queues, now: later, graceMs: 0 })).toBe(0);
+    expect([...(await shardsHolding(before, ids)).values()].every((s) => s.length === 1)).toBe(true);
     expect([...(await shardsHolding(after, ids)).values()].every((s) => s.length === 1)).toBe(true);
 
     after.startWorker();
@@ -130,5 +144,193 @@ describe("given queued messages when the shard count changes", () => {
     const newer = await sendMany(after, org.apiKey, 15);
     after.startWorker();
     await expectAllFinalOnce(after, org.id, [...ids, ...newer]);
+  });
+});
+
+/** Every delivery queue (legacy, any shard) holding a job of each message, by name. */
+async function queuesHolding(h: Harness, ids: string[]): Promise<Map<string, string[]>> {
+  const prefix = h.config.QUEUE_PREFIX;
+  const names = [
+    LEGACY_DELIVERY_QUEUE,
+    ...Array.from({ length: MAX_QUEUE_SHARDS }, (_, k) => deliveryQueueName(k)),
+  ];
+  const holding = new Map<string, string[]>(ids.map((id) => [id, []]));
+  for (const name of names) {
+    const pipeline = h.redis.pipeline();
+    for (const id of ids) pipeline.exists(`${prefix}:${name}:${id}`);
+    const results = (await pipeline.exec()) ?? [];
+    ids.forEach((id, index) => {
+      if (results[index]?.[1] === 1) holding.get(id)?.push(name);
+    });
+  }
+  return holding;
+}
+
+/** What a worker process does every SWEEP_INTERVAL_MS, here every 20 ms until stopped. */
+function sweepLoop(h: Harness): { stop: () => Promise<void> } {
+  let running = true;
+  const done = (async () => {
+    while (running) {
+      await moveStrayJobs(h.redis, h.queues, Date.now);
+      await sweep({ db: h.db, queue: h.queues, now: () => new Date(), graceMs: 0 });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await done;
+    },
+  };
+}
+
+async function interruptedAttempts(h: Harness, organizationId: string): Promise<number> {
+  const [row] = await h.sql<{ count: number }[]>`
+    select count(*)::int as count from message_events e
+    where e.organization_id = ${organizationId} and to_jsonb(e)::text like '%attempt_interrupted%'`;
+  return row?.count ?? 0;
+}
+
+describe("given processes of two shard counts side by side (a rolling change of QUEUE_SHARDS)", () => {
+  it("gives no message two jobs: workers, relays and sweepers of 3 and 4 shards at once, retries under way", async () => {
+    const prefix = `shards-${randomUUID().slice(0, 8)}`;
+    // Retries 300 ms and more apart: delayed jobs wait while both sweepers look for them.
+    const env = { QUEUE_PREFIX: prefix, RETRY_BASE_DELAY_MS: "300" };
+    const three = harness({ ...env, QUEUE_SHARDS: "3" });
+    const four = harness({ ...env, QUEUE_SHARDS: "4" });
+    const org = await onboard(three);
+    const loops = [sweepLoop(three), sweepLoop(four)];
+    three.startWorker();
+    four.startWorker();
+    const doubled = new Set<string>();
+    const ids: string[] = [];
+    // Looks for a message with jobs in two queues all along.
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        for (const [id, names] of await queuesHolding(three, [...ids])) if (names.length > 1) doubled.add(id);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    try {
+      for (let round = 0; round < 4; round++) {
+        ids.push(...(await sendMany(round % 2 ? four : three, org.apiKey, 15)));
+      }
+      await eventually(
+        async () => {
+          const [row] = await three.sql<{ open: number }[]>`
+            select count(*)::int as open from messages
+            where organization_id = ${org.id} and status in ('accepted', 'pending')`;
+          return row?.open === 0 ? true : undefined;
+        },
+        30_000,
+        "every message final",
+      );
+    } finally {
+      watching = false;
+      await watcher;
+      await Promise.all(loops.map((loop) => loop.stop()));
+    }
+    expect([...doubled]).toEqual([]);
+    expect(await interruptedAttempts(three, org.id)).toBe(0);
+    await expectAllFinalOnce(three, org.id, ids);
+  }, 60_000);
+});
+
+describe("given jobs in the untagged queue of the release before shards (an upgrade)", () => {
+  it("moves them into their shards keeping priority and due time, adds none again, delivers each once", async () => {
+    const prefix = `shards-${randomUUID().slice(0, 8)}`;
+    const old = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+    const org = await onboard(old);
+    const ids = await sendMany(old, org.apiKey, 12);
+    await relayAll(old);
+    // As the old release had queued them: the same jobs in `deliveries`, one delayed by a minute.
+    const legacy = new Queue<DeliveryJobData>(LEGACY_DELIVERY_QUEUE, { connection: old.redis, prefix });
+    for (const [index, id] of ids.entries()) {
+      const job = await old.queues.forMessage(id).getJob(id);
+      await job?.remove();
+      await legacy.add(
+        "deliver",
+        { messageId: id },
+        deliveryJobOptions({
+          messageId: id,
+          priority: job?.opts.priority ?? 0,
+          delayMs: index === 0 ? 60_000 : 0,
+        }),
+      );
+    }
+    const delayedId = ids[0] as string;
+
+    const upgraded = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+    expect(await sweep({ db: upgraded.db, queue: upgraded.queues, now: later, graceMs: 0 })).toBe(0);
+    expect(await moveStrayJobs(upgraded.redis, upgraded.queues, Date.now)).toBe(ids.length);
+    expect(await sweep({ db: upgraded.db, queue: upgraded.queues, now: later, graceMs: 0 })).toBe(0);
+    const holding = await queuesHolding(upgraded, ids);
+    for (const id of ids) expect(holding.get(id)).toEqual([upgraded.queues.forMessage(id).name]);
+    const moved = await upgraded.queues.forMessage(delayedId).getJob(delayedId);
+    expect(await moved?.getState()).toBe("delayed");
+    expect(moved?.opts.priority).toBe(1);
+    await legacy.obliterate({ force: true });
+    await legacy.close();
+
+    upgraded.startWorker();
+    await expectAllFinalOnce(
+      upgraded,
+      org.id,
+      ids.filter((id) => id !== delayedId),
+    );
+  }, 40_000);
+});
+
+describe("given a shard that refuses its jobs (its master away) while the others take theirs", () => {
+  it("relays the other shards' rows and keeps only the failing shard's in the outbox until it recovers", async () => {
+    const h = harness({ QUEUE_SHARDS: "3" });
+    const org = await onboard(h);
+    const ids = await sendMany(h, org.apiKey, 30);
+    // Shard 1's job counter holds a non-number: BullMQ's INCR on it fails, as a real Redis error.
+    const broken = h.queues.all[1];
+    await h.redis.set(`${h.config.QUEUE_PREFIX}:${broken?.name}:id`, "not-a-number");
+    const onBroken = ids.filter((id) => h.queues.forMessage(id) === broken);
+    expect(onBroken.length).toBeGreaterThan(0);
+
+    expect(await h.relayOutbox()).toBe(ids.length - onBroken.length);
+    const waiting = await h.sql<{ message_id: string }[]>`
+      select message_id from delivery_outbox where queue_prefix = ${h.config.QUEUE_PREFIX}`;
+    expect(waiting.map((row) => row.message_id).sort()).toEqual([...onBroken].sort());
+    // Nothing moved at all: the pass fails (and the relay loop backs off).
+    await expect(h.relayOutbox()).rejects.toThrow();
+
+    await h.redis.del(`${h.config.QUEUE_PREFIX}:${broken?.name}:id`);
+    expect(await h.relayOutbox()).toBe(onBroken.length);
+    h.startWorker();
+    await expectAllFinalOnce(h, org.id, ids);
+  });
+});
+
+describe("given a shard with jobs that no worker consumes (QUEUE_SHARDS_CONSUMED leaves it out)", () => {
+  it("names that shard, with its jobs, and /metrics shows it has no worker", async () => {
+    const h = harness({ QUEUE_SHARDS: "3", QUEUE_SHARDS_CONSUMED: "0,2" });
+    const org = await onboard(h);
+    h.startWorker();
+    const ids = await sendMany(h, org.apiKey, 30);
+    const stuck = ids.filter((id) => h.queues.forMessage(id) === h.queues.all[1]);
+    const found = await eventually(
+      async () => {
+        const shards = await unconsumedShards(h.queues);
+        return shards[0]?.jobs === stuck.length ? shards : undefined;
+      },
+      10_000,
+      "shard 1's jobs waiting",
+    );
+    expect(found).toEqual([{ shard: 1, queue: h.queues.all[1]?.name, jobs: stuck.length }]);
+    const metrics = await (await h.app.request("/metrics")).text();
+    const workersOf = (name: string | undefined) =>
+      metrics
+        .split("\n")
+        .find((line) => line.startsWith(`notification_queue_workers{queue="${name}"`))
+        ?.split(" ")
+        .at(-1);
+    expect(workersOf(h.queues.all[1]?.name)).toBe("0");
+    expect(workersOf(h.queues.all[0]?.name)).toBe("1");
   });
 });

@@ -431,6 +431,26 @@ describe("loadConfig: where Redis is (REDIS_URL, a cluster, Sentinels)", () => {
     );
   });
 
+  it("never repeats a password given in a node list, nor one in a malformed REDIS_URL", () => {
+    const asUrl = problems({ ...local, REDIS_CLUSTER_NODES: "redis://:s3cret@h:6379" });
+    expect(asUrl).toMatch(/REDIS_CLUSTER_NODES: must be host:port entries.*not "…@h:6379"/);
+    expect(asUrl).not.toContain("s3cret");
+    const withUser = problems({ ...local, REDIS_SENTINELS: "u:s3cret@s:1,s2", REDIS_SENTINEL_NAME: "m" });
+    expect(withUser).not.toContain("s3cret");
+    expect(problems({ ...local, REDIS_URL: "redis://:s3cret@h:99999" })).not.toContain("s3cret");
+    expect(problems({ ...local, REDIS_URL: "http://:s3cret@h:6379" })).not.toContain("s3cret");
+  });
+
+  it("takes host names with an underscore (docker-compose service names)", () => {
+    expect(loadConfig({ ...local, REDIS_CLUSTER_NODES: "redis_1:7000,redis_2:7001" }).REDIS).toMatchObject({
+      kind: "cluster",
+      nodes: [
+        { host: "redis_1", port: 7000 },
+        { host: "redis_2", port: 7001 },
+      ],
+    });
+  });
+
   it("describes where Redis is for the logs without a user or password", () => {
     expect(describeRedis(loadConfig({ ...local, REDIS_URL: "redis://u:secret@cache:6380" }).REDIS)).toBe(
       "cache:6380",

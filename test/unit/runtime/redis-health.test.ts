@@ -26,12 +26,17 @@ describe("persistentRedisError", () => {
     expect(persistentRedisError(new Error(message))).toBe(kind);
   });
 
-  it.each(["connect ECONNREFUSED 127.0.0.1:6379", "Connection is closed.", "ERR unknown command 'FOO'"])(
-    "given %s, then it is not persistent",
-    (message) => {
-      expect(persistentRedisError(new Error(message))).toBeUndefined();
-    },
-  );
+  it.each([
+    "connect ECONNREFUSED 127.0.0.1:6379",
+    "Connection is closed.",
+    "ERR unknown command 'FOO'",
+    // A cluster failing over: over in seconds, the job is retried (no worker paused for it).
+    "CLUSTERDOWN The cluster is down",
+    "CLUSTERDOWN Hash slot not served",
+    "TRYAGAIN Multiple keys request during rehashing of slot",
+  ])("given %s, then it is not persistent", (message) => {
+    expect(persistentRedisError(new Error(message))).toBeUndefined();
+  });
 });
 
 describe("RedisHealth", () => {

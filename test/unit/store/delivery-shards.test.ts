@@ -2,7 +2,13 @@ import calculateSlot from "cluster-key-slot";
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/runtime/config.js";
-import { DELIVERY_QUEUE, deliveryQueueName, shardOf } from "../../../src/store/delivery-queue.js";
+import {
+  DELIVERY_QUEUE,
+  deliveryQueueName,
+  LEGACY_DELIVERY_QUEUE,
+  MAX_QUEUE_SHARDS,
+  shardOf,
+} from "../../../src/store/delivery-queue.js";
 
 const SLOTS = 16384;
 const tagOf = (name: string) => /\{([^}]+)\}/.exec(name)?.[1] ?? name;
@@ -33,23 +39,27 @@ describe("shardOf: a message's delivery queue shard", () => {
   });
 });
 
-describe("deliveryQueueName: one hash tag per shard", () => {
-  it("keeps {deliveries} as shard 0 for every shard count (one shard is the queue of before)", () => {
-    for (const shards of [1, 2, 3, 8]) expect(deliveryQueueName(0, shards)).toBe(DELIVERY_QUEUE);
+describe("deliveryQueueName: one fixed hash tag per shard", () => {
+  it("names shard k the same whatever the count: a change of QUEUE_SHARDS only adds or drops shards", () => {
+    expect(deliveryQueueName(0)).toBe(DELIVERY_QUEUE);
+    expect(deliveryQueueName(1)).toBe("{deliveries-1-155}");
+    expect(deliveryQueueName(2)).toBe("{deliveries-2-138}");
+    const all = Array.from({ length: MAX_QUEUE_SHARDS }, (_, k) => deliveryQueueName(k));
+    expect(new Set(all).size).toBe(MAX_QUEUE_SHARDS);
+    expect(all).not.toContain(LEGACY_DELIVERY_QUEUE);
+    expect(() => deliveryQueueName(MAX_QUEUE_SHARDS)).toThrow(RangeError);
   });
 
-  it("puts shard k's slot in the k-th of equal slot ranges, so an evenly split cluster spreads them", () => {
-    for (const shards of [2, 3, 4, 6, 16]) {
-      const names = Array.from({ length: shards }, (_, k) => deliveryQueueName(k, shards));
-      expect(new Set(names).size).toBe(shards);
-      names.forEach((name, k) => {
-        if (k === 0) return;
-        const slot = calculateSlot(tagOf(name));
-        expect(slot).toBeGreaterThanOrEqual(Math.floor((k * SLOTS) / shards));
-        expect(slot).toBeLessThan(Math.floor(((k + 1) * SLOTS) / shards));
+  it("puts the first N shards, shard 0 included, in N different equal slot ranges for every N up to 12", () => {
+    for (let shards = 1; shards <= 12; shards++) {
+      const ranges = Array.from({ length: shards }, (_, k) => {
+        const slot = calculateSlot(tagOf(deliveryQueueName(k)));
+        return Array.from({ length: shards }, (_, r) => r).find(
+          (r) => slot >= Math.floor((r * SLOTS) / shards) && slot < Math.floor(((r + 1) * SLOTS) / shards),
+        );
       });
+      expect(new Set(ranges).size, `QUEUE_SHARDS=${shards}: ranges ${ranges}`).toBe(shards);
     }
-    expect(deliveryQueueName(2, 3)).toBe("{deliveries-2-3}");
   });
 });
 
