@@ -77,14 +77,15 @@ export function createDeliveryStore(
  * suppression list for its channel (an index probe on the list's unique key). The batch's check of
  * the list is this same statement, no round trip of its own; only a batch with a suppressed
  * message reads the entries ({@link SUPPRESSION_ENTRIES}). An `exists` rather than the entries
- * themselves, and through `recipient_suppressed` (migration 0019), a PL/pgSQL function whose
- * plan each connection keeps: Postgres plans this statement again at every load (its array
- * parameter), and a subquery here was planned with it every time (an `exists` cost Postgres
- * about 44 µs a message in the end-to-end benchmark; bench/results/2026-11-25-suppressions-quiet.md).
+ * themselves: Postgres plans this statement again at every load (its array parameter), and an
+ * aggregate of the entries there cost about 70 µs of planning per statement, `exists` about 35
+ * (bench/micro/suppression-check.ts).
  */
 export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
-    case when e.seq = 1 and e.recipient_keys is not null
-      then recipient_suppressed(e.organization_id, e.data->>'channel', e.recipient_keys)
+    case when e.seq = 1 and e.recipient_keys is not null then exists (
+      select from suppressions s
+      where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+        and s.recipient_key = any(e.recipient_keys))
     end as suppressed
   from message_events e left join organizations o on o.id = e.organization_id
   where e.message_id = any($1::uuid[])
