@@ -8,6 +8,7 @@ import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/harness.js";
 import {
+  bouncesListening,
   freePort,
   type ProcfileStack,
   procfile,
@@ -86,11 +87,7 @@ describe("the Procfile's processes", () => {
       BOUNCES_PORT: String(port),
     });
     try {
-      await eventually(
-        async () => (bounces.output().includes("bounces SMTP listener") ? true : undefined),
-        15_000,
-        `the bounces process to listen:\n${bounces.output()}`,
-      );
+      await bouncesListening(bounces);
       const transport = nodemailer.createTransport({
         host: "127.0.0.1",
         port,
@@ -145,11 +142,7 @@ describe("the Procfile's processes", () => {
         BOUNCES_FEEDBACK_ADDRESS: "fbl@bounces.e2e.test",
       });
       try {
-        await eventually(
-          async () => (bounces.output().includes("bounces SMTP listener") ? true : undefined),
-          15_000,
-          `the bounces process to listen:\n${bounces.output()}`,
-        );
+        await bouncesListening(bounces);
         const transport = nodemailer.createTransport({
           host: "127.0.0.1",
           port,

@@ -4,6 +4,7 @@ import { postfixDsn, yahooArf } from "../support/email-reports.js";
 import { FakeTwilio, TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN } from "../support/fake-twilio.js";
 import { eventually } from "../support/harness.js";
 import {
+  bouncesListening,
   freePort,
   type ProcfileStack,
   procfile,
@@ -62,11 +63,7 @@ beforeAll(async () => {
   apiKey = organizations[0]?.apiKey ?? "";
   const template = await call("POST", "/api/v1/templates", { name: "hello", code: "<p>Hello {{name}}</p>" });
   expect(template.status, await template.clone().text()).toBe(201);
-  await eventually(
-    async () => (bounces.output().includes("bounces SMTP listener") ? true : undefined),
-    15_000,
-    `the bounces process to listen:\n${bounces.output()}`,
-  );
+  await bouncesListening(bounces);
 }, 60_000);
 
 afterAll(async () => {

@@ -74,6 +74,16 @@ export function runProcess(command: string, env: Record<string, string>): Runnin
   };
 }
 
+/** Waits (at most `timeoutMs`) until the Procfile's `bounces` process says its listener is up. */
+export async function bouncesListening(bounces: RunningProcess, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!bounces.output().includes("bounces SMTP listener")) {
+    if (Date.now() > deadline)
+      throw new Error(`the bounces process did not listen within ${timeoutMs} ms:\n${bounces.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

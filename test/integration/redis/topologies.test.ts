@@ -14,6 +14,7 @@ import {
   sendSms,
   silentLogger,
 } from "../../support/harness.js";
+import { createOwnDatabase } from "../../support/own-database.js";
 import {
   RedisClusterUnderTest,
   SentinelGroupUnderTest,
@@ -29,14 +30,27 @@ const OUTCOMES = ["+14155550100", "+15005550501", "+15005550001", "+15005550502"
 
 let cluster: RedisClusterUnderTest;
 let sentinels: SentinelGroupUnderTest;
+// A database of this file's own: the sweeper looks at every unfinished message of its database,
+// and the test files running alongside would add theirs to what it re-queues.
+let own: Awaited<ReturnType<typeof createOwnDatabase>>;
 
 beforeAll(async () => {
-  [cluster, sentinels] = await Promise.all([RedisClusterUnderTest.start(), SentinelGroupUnderTest.start()]);
+  [cluster, sentinels, own] = await Promise.all([
+    RedisClusterUnderTest.start(),
+    SentinelGroupUnderTest.start(),
+    createOwnDatabase("topologies"),
+  ]);
 }, 90_000);
 
 afterAll(async () => {
   await Promise.all([cluster?.close(), sentinels?.close()]);
+  await own?.drop();
 });
+
+/** A harness on this file's own database. */
+function harness(env: Record<string, string>): Harness {
+  return createHarness({ DATABASE_URL: own.url, ...env });
+}
 
 /** Final events per message of an organization: every accepted message must have exactly one. */
 async function finalEventCounts(h: Harness, organizationId: string): Promise<Map<string, number>> {
@@ -74,7 +88,7 @@ async function allFinalOnce(h: Harness, organizationId: string, ids: string[], t
 describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
   let h: Harness;
   beforeAll(() => {
-    h = createHarness({
+    h = harness({
       REDIS_CLUSTER_NODES: cluster.seeds,
       SEND_RATE_LIMIT: "1000",
       SEND_DAILY_QUOTA: "1000",
@@ -174,7 +188,7 @@ describe("given a password-protected Redis Cluster and a process with the wrong 
 describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
   let h: Harness;
   beforeAll(() => {
-    h = createHarness({
+    h = harness({
       REDIS_CLUSTER_NODES: cluster.seeds,
       QUEUE_SHARDS: "3",
       ADMIN_USER: "ops",
@@ -213,7 +227,7 @@ describe("given a Redis Cluster of 3 masters and QUEUE_SHARDS=3", () => {
 describe("given a primary managed by Sentinels (REDIS_SENTINELS, REDIS_SENTINEL_NAME)", () => {
   let h: Harness;
   beforeAll(() => {
-    h = createHarness({ REDIS_SENTINELS: sentinels.addresses, REDIS_SENTINEL_NAME: sentinels.name });
+    h = harness({ REDIS_SENTINELS: sentinels.addresses, REDIS_SENTINEL_NAME: sentinels.name });
   });
   afterAll(async () => {
     await h?.close();
@@ -304,7 +318,7 @@ describe("given a Redis that speaks TLS only (rediss://, REDIS_TLS_CA_FILE)", ()
   let h: Harness;
   beforeAll(async () => {
     tls = await TlsRedisUnderTest.start();
-    h = createHarness({ REDIS_URL: tls.url, REDIS_TLS_CA_FILE: tls.caFile });
+    h = harness({ REDIS_URL: tls.url, REDIS_TLS_CA_FILE: tls.caFile });
   }, 30_000);
   afterAll(async () => {
     await h?.close();
