@@ -94,7 +94,8 @@ class Node {
   }
 }
 
-const baseArgs = (port: number, dir: string) => [
+/** A throw-away redis-server's options: loopback, no persistence, quiet; its files in `dir`. */
+export const baseArgs = (port: number, dir: string) => [
   "--port",
   String(port),
   "--bind",

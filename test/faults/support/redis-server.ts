@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { freePort } from "../../support/processes.js";
+import { baseArgs } from "../../support/redis-topologies.js";
 
 /**
  * A `redis-server` of the test's own on a free port, never the machine's shared one: no
@@ -23,20 +24,7 @@ export class RedisServer {
   /** `args`: more of redis-server's options (a cluster node, a replica, a password). */
   static async start(options: { maxmemoryPolicy?: string; args?: string[] } = {}): Promise<RedisServer> {
     const port = await freePort();
-    const args = [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      tmpdir(),
-      "--loglevel",
-      "warning",
-    ];
+    const args = baseArgs(port, tmpdir());
     if (options.maxmemoryPolicy)
       args.push("--maxmemory", "256mb", "--maxmemory-policy", options.maxmemoryPolicy);
     if (options.args) args.push(...options.args);
