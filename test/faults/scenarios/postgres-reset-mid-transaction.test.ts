@@ -22,6 +22,8 @@ import { FaultScenario, waitFor } from "../support/scenario.js";
  * postgres.js is fixed or patched they fail; then make them assert what should happen: the
  * process rides out the reset ("survived" below).
  */
+/** A job lock that runs out, and a stalled-job check that finds it, within seconds. */
+const SHORT_LOCKS = { WORKER_LOCK_DURATION_MS: "4000", WORKER_STALLED_INTERVAL_MS: "2000" };
 const SIGNATURE = "TypeError: Cannot read properties of null (reading 'write')";
 let s: FaultScenario;
 
@@ -85,7 +87,7 @@ describe("given a connection closes while a transaction waits on the server", ()
     expect(sent.status).toBe(202);
     // The relay's transaction (delete from the outbox, add the jobs, commit) waits on the lock.
     const release = await holdLock("delivery_outbox");
-    const worker = await s.startWorker();
+    const worker = await s.startWorker(SHORT_LOCKS);
     await waitForLockWait("the relay to wait inside its transaction");
     await closeConnections(release);
 
@@ -106,11 +108,12 @@ describe("given a connection closes while a transaction waits on the server", ()
     expect(worker.output()).toContain(SIGNATURE);
     expect(worker.output()).toContain("nextWrite");
 
-    // Restarted, as a platform would, it delivers the message: nothing was lost.
-    await s.startWorker();
-    // Within BullMQ's stalled-job check (30 s) and then some: the dead worker may have taken the
-    // job before it died, and the job is handed on once its lock is found stale.
-    expect(await s.waitForFinal([id], 60_000)).toEqual([]);
+    // Restarted, as a platform would, it delivers the message: nothing was lost. The dead worker
+    // may have taken the job before it died: the job is handed on once its lock has run out
+    // (WORKER_LOCK_DURATION_MS) and a stalled-job check has found it (WORKER_STALLED_INTERVAL_MS),
+    // up to both together; with the defaults (30 s each) that alone could take a minute.
+    await s.startWorker(SHORT_LOCKS);
+    expect(await s.waitForFinal([id], 45_000)).toEqual([]);
     s.record(await s.audit(), `worker ${outcome} (relay transaction lost its connection); restarted`);
   }, 120_000);
 
