@@ -119,6 +119,8 @@ export const messages = pgTable(
     productId: text("product_id").notNull(),
     channel: text("channel", { enum: CHANNELS }).notNull(),
     status: text("status", { enum: STATUSES }).notNull(),
+    /** Why a `failed` or `rejected` message ended so (`FAILED_REASONS`, `REJECTED_REASONS`); else null. */
+    statusReason: text("status_reason"),
     priority: text("priority", { enum: PRIORITY_TIERS }).notNull(),
     notificationType: text("notification_type"),
     /** Null when the content is sealed in `content_enc` (or erased). */
@@ -142,6 +144,8 @@ export const messages = pgTable(
     deliveryUpdatedAt: timestamptz("delivery_updated_at"),
     /** That receipt's error code (Twilio's `ErrorCode`), if it had one. */
     deliveryErrorCode: text("delivery_error_code"),
+    /** A scheduled send's `send_at`: no attempt before it (docs/decisions/0044); null when sent at once. */
+    sendAt: timestamptz("send_at"),
     createdAt: timestamptz("created_at").notNull(),
     updatedAt: timestamptz("updated_at").notNull(),
     /** The `accepted` event's sealed content, copied: recipient, body, subject, template fields are then null. */
@@ -153,6 +157,10 @@ export const messages = pgTable(
     index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
     /** The erasure by recipient finds the messages by `recipient_keys && …` (docs/decisions/0034). */
     index("messages_recipient_keys_idx").using("gin", t.recipientKeys),
+    /** The listing's `scheduled` filter: an organization's scheduled messages, newest first. */
+    index("messages_scheduled_idx")
+      .on(t.organizationId, t.createdAt.desc(), t.messageId.desc())
+      .where(sql`${t.sendAt} is not null`),
     check("messages_delivery_state_valid", sql`${t.deliveryState} in (${sqlList(DELIVERY_STATES)})`),
   ],
 );
@@ -201,6 +209,27 @@ export const deliveryOutbox = pgTable(
     priority: smallint("priority").notNull(),
   },
   (t) => [index("delivery_outbox_relay_idx").on(t.queuePrefix, t.priority, t.messageId)],
+);
+
+/**
+ * Scheduled sends waiting for their `send_at` (docs/decisions/0044): the accept writes a message's
+ * row here instead of its outbox row, and a worker loop moves each row into `delivery_outbox` once
+ * it is due (one statement: a message is always in one of the two, or its job in Redis). So a
+ * message scheduled 35 days ahead waits in Postgres, not as a delayed job that a Redis flush or a
+ * failover would lose.
+ */
+export const scheduledDeliveries = pgTable(
+  "scheduled_deliveries",
+  {
+    messageId: uuid("message_id").primaryKey(),
+    /** The BullMQ prefix (`QUEUE_PREFIX`) of the queue the job goes to. */
+    queuePrefix: text("queue_prefix").notNull(),
+    /** The BullMQ job priority: 1 (critical) to 4 (low). */
+    priority: smallint("priority").notNull(),
+    /** The message's `send_at`. */
+    dueAt: timestamptz("due_at").notNull(),
+  },
+  (t) => [index("scheduled_deliveries_due_idx").on(t.queuePrefix, t.dueAt)],
 );
 
 /**

@@ -25,6 +25,7 @@ import { maintainMessagePartitions } from "./message-partitions.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
+import { startScheduledSends } from "./scheduled-sends.js";
 import { unconsumedShards } from "./shard-watch.js";
 import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
@@ -243,6 +244,14 @@ async function main(): Promise<void> {
   const firstPartitionRun = database.available ? maintainPartitions() : Promise.resolve();
   const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
 
+  // Scheduled sends whose `send_at` came move into the outbox (docs/decisions/0044).
+  const scheduledSends = startScheduledSends({
+    sql,
+    queuePrefix: config.QUEUE_PREFIX,
+    logger,
+    when: databaseUp,
+  });
+
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
   const relay = startOutboxRelay({ sql, queue: queues, logger, redisHealth });
 
@@ -280,6 +289,7 @@ async function main(): Promise<void> {
 
   onShutdown(logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     const periodicStopped = Promise.all([
+      scheduledSends.stop(),
       sweeper.stop(),
       shardWatch.stop(),
       pruner.stop(),

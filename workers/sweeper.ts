@@ -2,7 +2,7 @@ import type { Queue } from "bullmq";
 import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
-import { deliveryOutbox, messages } from "../db/schema.js";
+import { deliveryOutbox, messages, scheduledDeliveries } from "../db/schema.js";
 import {
   type DeliveryJobData,
   DeliveryQueues,
@@ -55,6 +55,13 @@ export async function sweep(deps: SweepDeps): Promise<number> {
               .select({ one: deliveryOutbox.messageId })
               .from(deliveryOutbox)
               .where(eq(deliveryOutbox.messageId, messages.messageId)),
+          ),
+          // A scheduled send waiting for its `send_at` has no job by design (docs/decisions/0044).
+          notExists(
+            deps.db
+              .select({ one: scheduledDeliveries.messageId })
+              .from(scheduledDeliveries)
+              .where(eq(scheduledDeliveries.messageId, messages.messageId)),
           ),
           after
             ? or(

@@ -59,7 +59,13 @@ export type Command =
    * A provider still trying (an e-mail's delayed DSN): history only, in any status after
    * `accepted`; only the first, and none after a final receipt (the others decide no events).
    */
-  | { type: "record_delay"; delay: DeliveryDelay; now: Date };
+  | { type: "record_delay"; delay: DeliveryDelay; now: Date }
+  /**
+   * The client cancels the message (`POST /api/v1/messages/{id}/cancel`): only before its first
+   * attempt has started. Against a worker starting that attempt at the same instant, the event
+   * sequence decides: both append the message's next event, and the second to commit is refused.
+   */
+  | { type: "cancel"; now: Date };
 
 /**
  * What the channel answered when asked to make the message ready for its provider: ready, or
@@ -96,6 +102,10 @@ export function decide(state: MessageState, command: Command): Decision {
       };
     case "start_attempt":
       return startAttempt(state, command);
+    case "cancel":
+      if (state.status !== "accepted")
+        return { refused: "illegal", reason: `the first attempt has started (status ${state.status})` };
+      return rejectBeforeSend(state, "canceled", undefined, command.now);
     case "record_outcome":
       return recordOutcome(state, command);
     default: {
@@ -108,14 +118,18 @@ export function decide(state: MessageState, command: Command): Decision {
 type StartAttempt = Extract<Command, { type: "start_attempt" }>;
 
 /**
- * The checks before an attempt, in this order: an organization deactivated since acceptance
- * rejects the message; then the attempt itself is decided (an expired message fails, a retry not
+ * The checks before an attempt, in this order: a scheduled message waits for its `send_at`
+ * (nothing else is looked at before it); an organization deactivated since acceptance rejects the
+ * message; then the attempt itself is decided (an expired message fails, a retry not
  * yet due waits, an interrupted attempt is counted); only an attempt that would really start
  * needs the preparation, and content that can never be sent is rejected before it is counted.
  */
 function startAttempt(state: MessageState, command: StartAttempt): Decision {
   if (state.status !== "accepted" && state.status !== "pending")
     return { refused: "illegal", reason: `cannot start an attempt on a ${state.status} message` };
+  const { sendAt } = state.message;
+  if (state.status === "accepted" && sendAt !== undefined && command.now.getTime() < Date.parse(sendAt))
+    return { refused: "not_due", dueAt: sendAt };
   if (state.status === "accepted" && !command.organizationActive)
     return rejectBeforeSend(state, "organization_inactive", undefined, command.now);
   const { suppression } = command;

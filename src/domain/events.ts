@@ -51,7 +51,12 @@ interface CommonContent {
   recipient: string;
   /** Sender id (SMS), `from_email` (e-mail), the VAPID subject (push). */
   sender: string;
-  /** After this instant no attempt starts and no retry is scheduled. */
+  /**
+   * A scheduled send's `send_at`: no attempt starts before it (src/domain/schedule.ts). Absent on
+   * a message sent at once (and on every message accepted before scheduling existed).
+   */
+  sendAt?: string;
+  /** After this instant no attempt starts and no retry is scheduled (the tier's time-to-live from `sendAt`, or from acceptance). */
   expiresAt: string;
 }
 
@@ -85,6 +90,7 @@ export const REJECTED_REASONS = [
   "template_render_failed",
   "content_erased",
   "recipient_suppressed",
+  "canceled",
 ] as const;
 export type RejectedReason = (typeof REJECTED_REASONS)[number];
 

@@ -50,6 +50,9 @@ export const historyEntry = z
       priority: z.enum(PRIORITY_TIERS),
       notification_type: z.enum(NOTIFICATION_TYPES).nullable(),
       retry_enabled: z.boolean(),
+      send_at: timestamp
+        .nullable()
+        .meta({ description: "A scheduled send: no attempt starts before this; null when sent at once" }),
       expires_at: timestamp.meta({ description: "No attempt starts and no retry is scheduled after this" }),
     }),
     z.object({
@@ -133,13 +136,14 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
   const common = { seq, retry_count: event.retryCount, occurred_at: event.occurredAt };
   switch (event.type) {
     case "accepted": {
-      const { priority, notificationType, retryEnabled, expiresAt } = event.data;
+      const { priority, notificationType, retryEnabled, sendAt, expiresAt } = event.data;
       return {
         ...common,
         type: "accepted",
         priority,
         notification_type: notificationType,
         retry_enabled: retryEnabled,
+        send_at: sendAt ?? null,
         expires_at: expiresAt,
       };
     }

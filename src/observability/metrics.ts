@@ -179,11 +179,23 @@ export function createMetrics(options: {
       },
     );
     ageGauge(
-      "notification_unfinished_oldest_age_seconds",
-      "Age of the oldest message accepted and not final yet (accepted, or pending with its retries)",
+      "notification_scheduled_overdue_seconds",
+      "How late the most overdue scheduled send is in leaving for the delivery queue (its send_at has come and it still waits in scheduled_deliveries): it grows while no worker runs or Postgres fails them; normally below 1",
       async () => {
         const rows = await db.execute<{ oldest: Date | null }>(
-          sql`select min(created_at) as oldest from messages where status in ('accepted','pending')`,
+          sql`select min(due_at) as oldest from scheduled_deliveries where due_at <= now()`,
+        );
+        const oldest = rows[0]?.oldest;
+        return oldest ? new Date(oldest).getTime() : undefined;
+      },
+    );
+    ageGauge(
+      "notification_unfinished_oldest_age_seconds",
+      "Age of the oldest message accepted and not final yet (accepted, or pending with its retries); a scheduled send counts from its send_at, and not while it waits for it",
+      async () => {
+        const rows = await db.execute<{ oldest: Date | null }>(
+          sql`select min(coalesce(send_at, created_at)) as oldest from messages
+            where status in ('accepted','pending') and (send_at is null or send_at <= now())`,
         );
         const oldest = rows[0]?.oldest;
         return oldest ? new Date(oldest).getTime() : undefined;

@@ -16,6 +16,11 @@ export interface PendingAccept {
   row: MessageRow;
   /** The BullMQ priority of its delivery job. */
   queuePriority: number;
+  /**
+   * A scheduled send's `send_at` (ISO 8601), when it is still ahead: the message waits in
+   * `scheduled_deliveries` until then instead of going to the outbox.
+   */
+  dueAt?: string;
   idempotency?: { key: string; requestHash: string };
 }
 
@@ -68,7 +73,8 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
  * from their event's row (JSON text), `$4` the queue prefix, `$5` the data keys the batch's
  * contents are sealed under. Takes only the messages whose data key is still live, then claims
  * their idempotency keys, appends the accepted messages' events through the event store's
- * insert, their records through the records' insert, and their outbox rows; returns the accepted
+ * insert, their records through the records' insert, and their outbox rows (a scheduled send's
+ * row in `scheduled_deliveries` instead, docs/decisions/0044); returns the accepted
  * ids (`accepted` true) and those not written because their data key was destroyed (false).
  *
  * The live keys are locked FOR SHARE, in id order (so two batches never wait on each other in a
@@ -82,7 +88,8 @@ const DEFAULT_MAX_IN_FLIGHT = 1;
 const ACCEPT = `
   with input as (
     select * from json_to_recordset($1::json) as t(${EVENT_INPUT},
-      queue_priority smallint, idempotency_key text, request_hash text, ord integer, data_key_id uuid)
+      queue_priority smallint, due_at timestamptz, idempotency_key text, request_hash text, ord integer,
+      data_key_id uuid)
   ),
   live_keys as (
     select id from organization_data_keys
@@ -112,7 +119,11 @@ const ACCEPT = `
   records as (${insertRecordsSealedAs("$3", "accepted")}),
   outbox as (
     insert into delivery_outbox (message_id, queue_prefix, priority)
-    select message_id, $4, queue_priority from accepted
+    select message_id, $4, queue_priority from accepted where due_at is null
+  ),
+  scheduled as (
+    insert into scheduled_deliveries (message_id, queue_prefix, priority, due_at)
+    select message_id, $4, queue_priority, due_at from accepted where due_at is not null
   )
   select message_id, true as accepted from accepted
   union all
@@ -290,6 +301,7 @@ function answerFrom(holder: HeldKey | undefined, item: PendingAccept): Answer {
 function acceptInput(item: SealedAccept, ord: number, event: EventInsert) {
   return {
     queue_priority: item.queuePriority,
+    due_at: item.dueAt ?? null,
     idempotency_key: item.idempotency?.key ?? null,
     request_hash: item.idempotency?.requestHash ?? null,
     ord,

@@ -25,7 +25,9 @@ import { type DataKey, DataKeys } from "./data-keys.js";
  */
 
 /** The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
- * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both. */
+ * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both, but
+ * for a field no content from before encryption can have (`sendAt`: every scheduled message was
+ * sealed when accepted, so none is ever sealed afterwards). */
 const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
   "id",
   "organizationId",
@@ -35,6 +37,7 @@ const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
   "notificationType",
   "retryEnabled",
   "sender",
+  "sendAt",
   "expiresAt",
 ]);
 

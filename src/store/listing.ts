@@ -18,6 +18,11 @@ export interface ListFilters {
   /** Exclusive bounds on `created_at`. */
   createdAfter?: Date;
   createdBefore?: Date;
+  /**
+   * true: only scheduled sends still waiting for their `send_at` (not attempted, `send_at` after
+   * `now`); false: every other message. Unset: all.
+   */
+  scheduled?: { waiting: boolean; now: Date };
   limit: number;
   after?: ListCursor;
 }
@@ -39,6 +44,7 @@ export async function pageOfMessages(
     filters.channel && eq(messages.channel, filters.channel),
     filters.createdAfter && gt(messages.createdAt, filters.createdAfter),
     filters.createdBefore && lt(messages.createdAt, filters.createdBefore),
+    filters.scheduled && waitingForSendAt(filters.scheduled),
     filters.after &&
       sql`(${messages.createdAt}, ${messages.messageId}) < (${filters.after.createdAt.toISOString()}::timestamptz, ${filters.after.messageId}::uuid)`,
   ];
@@ -57,6 +63,15 @@ export async function pageOfMessages(
     nextCursor:
       rows.length > filters.limit && last ? { createdAt: last.createdAt, messageId: last.messageId } : null,
   };
+}
+
+/**
+ * The scheduled sends still waiting: `send_at is not null` first, which lets Postgres read the
+ * partial index `messages_scheduled_idx` (an organization's few scheduled among its many sent).
+ */
+function waitingForSendAt({ waiting, now }: { waiting: boolean; now: Date }): SQL {
+  const condition = sql`(${messages.sendAt} is not null and ${messages.sendAt} > ${now.toISOString()}::timestamptz and ${messages.status} = 'accepted')`;
+  return waiting ? condition : sql`not ${condition}`;
 }
 
 /**

@@ -22,6 +22,8 @@ export interface MessageStore {
   accept(pending: PendingAccept): Promise<CommitResult>;
   /** A message's record, if it belongs to the organization (another organization's is not found). */
   findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
+  /** {@link findRecord} from the primary alone: a record this request just changed (a replica may lag). */
+  findRecordAfterWrite(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
   /** A message's events in order; none when the organization has no such message. */
   loadEvents(organizationId: string, messageId: string): Promise<StoredEvent[]>;
   /**
@@ -77,6 +79,7 @@ const MAX_SEALINGS = 4;
 export function createMessageStore(options: MessageStoreOptions): MessageStore {
   const { sql, limits, content, replica } = options;
   const batcher = new AcceptBatcher(sql, { queuePrefix: options.queuePrefix, ...limits });
+  const findOnPrimary = createRecordFinder(sql, content, limits);
   return {
     async accept(pending) {
       for (let sealing = 1; ; sealing++) {
@@ -95,9 +98,10 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
     },
     findRecord: orFromPrimary(
       replica && { read: createRecordFinder(replica.sql, content, limits), pause: replica.pause },
-      createRecordFinder(sql, content, limits),
+      findOnPrimary,
       (record) => record !== undefined,
     ),
+    findRecordAfterWrite: findOnPrimary,
     // The history shows no content: its events are read without opening it.
     loadEvents: orFromPrimary(
       replica && {
@@ -138,6 +142,7 @@ function sealedWith(pending: PendingAccept, sealed: SealedContent): SealedAccept
     event: pending.event,
     row: withSealedContent(pending.row, sealed),
     queuePriority: pending.queuePriority,
+    dueAt: pending.dueAt,
     // A plain SHA-256 of a short text to a known number can be guessed: stored keyed instead.
     idempotency: idempotency && {
       key: idempotency.key,

@@ -23,6 +23,7 @@ import { DELIVERY_QUEUE, type DeliveryJobData, DeliveryQueues } from "../../src/
 import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
+import { startScheduledSends } from "../../workers/scheduled-sends.js";
 import { TEST_CONTENT_KEYS } from "./content-keys.js";
 import { GENEROUS_LIMITS } from "./limits.js";
 
@@ -81,6 +82,7 @@ export function createHarness(env: Record<string, string> = {}) {
   const app = createApp(deps);
   const workers: Worker[] = [];
   let relay: OutboxRelay | undefined;
+  let scheduled: { stop: () => Promise<void> } | undefined;
 
   return {
     config,
@@ -99,7 +101,7 @@ export function createHarness(env: Record<string, string> = {}) {
     /**
      * Starts an in-process delivery worker on this harness's queue (with shards: one BullMQ
      * Worker per shard consumed) and, like the worker process, the outbox relay that moves
-     * accepted messages into the queue.
+     * accepted messages into the queue and the loop that moves due scheduled sends into the outbox.
      */
     startWorker(options: { providers?: Partial<Providers>; concurrency?: number; metrics?: Metrics } = {}) {
       const processor = createDeliveryProcessor({
@@ -127,6 +129,7 @@ export function createHarness(env: Record<string, string> = {}) {
         return worker;
       });
       relay ??= startOutboxRelay({ sql, queue: queues, logger: silentLogger });
+      scheduled ??= startScheduledSends({ sql, queuePrefix: config.QUEUE_PREFIX, logger: silentLogger });
       return started[0] as Worker<DeliveryJobData>;
     },
     /** One pass of the outbox relay: adds the jobs of the messages accepted so far. */
@@ -134,7 +137,7 @@ export function createHarness(env: Record<string, string> = {}) {
       return relayOutboxOnce({ sql, queue: queues, logger: silentLogger });
     },
     async close() {
-      await relay?.stop();
+      await Promise.all([relay?.stop(), scheduled?.stop()]);
       await Promise.all(
         workers.map(async (w) => {
           await w.close();

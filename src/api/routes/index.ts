@@ -1,5 +1,6 @@
 import type { Route } from "../types.js";
 import { createErasure } from "./erasures/create.js";
+import { cancelMessageRoute } from "./messages/cancel.js";
 import { getMessage } from "./messages/get.js";
 import { getMessageEvents } from "./messages/get-events.js";
 import { listMessages } from "./messages/list.js";
@@ -40,6 +41,7 @@ export const routes: readonly Route[] = [
   listMessages,
   getMessage,
   getMessageEvents,
+  cancelMessageRoute,
   createErasure,
   createTemplate,
   listTemplates,

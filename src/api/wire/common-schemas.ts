@@ -46,3 +46,20 @@ export function pageLimit(max: number, fallback: number, description: string) {
     .default(fallback)
     .meta({ description });
 }
+
+/**
+ * A send's `send_at`: RFC 3339 with its offset (`Z` or `+01:00`), to the millisecond at most. Its
+ * range (not in the past, at most 35 days ahead) is checked against the clock by the route
+ * (src/domain/schedule.ts).
+ */
+export const sendAtField = z.iso
+  .datetime({
+    offset: true,
+    error:
+      "must be an RFC 3339 date-time with an offset, e.g. 2026-01-31T09:00:00Z or 2026-01-31T10:00:00+01:00",
+  })
+  .transform((value) => new Date(value))
+  .meta({
+    description:
+      "Schedules the send: no attempt starts before this instant (RFC 3339 with an offset; not in the past, at most 35 days ahead). The message is accepted at once and waits in the database; the tier's time-to-live counts from it. Cancel it before then with `POST /api/v1/messages/{message_id}/cancel`",
+  });

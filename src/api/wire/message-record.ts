@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CHANNELS, STATUSES } from "../../domain/events.js";
+import { CHANNELS, FAILED_REASONS, REJECTED_REASONS, STATUSES } from "../../domain/events.js";
 import { PRIORITY_TIERS } from "../../domain/priority.js";
 import { DELIVERY_STATES } from "../../domain/receipts.js";
 import type { MessageRow } from "../../store/projection.js";
@@ -12,6 +12,17 @@ export const messageRecord = z
     message_id: z.uuid(),
     channel: z.enum(CHANNELS),
     status: z.enum(STATUSES),
+    status_reason: z
+      .enum([...FAILED_REASONS, ...REJECTED_REASONS])
+      .nullable()
+      .meta({
+        description:
+          "Why a `failed` or `rejected` message ended so (e.g. `retries_exhausted`, `ttl_expired`, `recipient_refused`, `recipient_suppressed`, `canceled`); null otherwise. Its history has the details",
+      }),
+    send_at: timestamp.nullable().meta({
+      description:
+        "A scheduled send's `send_at`: no attempt started before it; null for a message sent at once",
+    }),
     delivery_time: timestamp
       .nullable()
       .meta({ description: "When the provider accepted it; null until then" }),
@@ -84,6 +95,8 @@ export function toMessageRecord(row: MessageRow): MessageRecord {
     message_id: row.messageId,
     channel: row.channel,
     status: row.status,
+    status_reason: (row.statusReason as MessageRecord["status_reason"]) ?? null,
+    send_at: row.sendAt?.toISOString() ?? null,
     delivery_time: row.deliveryTime?.toISOString() ?? null,
     delivery: {
       state: row.deliveryState,

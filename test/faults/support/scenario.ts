@@ -236,13 +236,21 @@ export class FaultScenario {
     this.organizationId = organizations[0]?.id ?? "";
   }
 
-  /** POSTs one SMS; a 202's id joins {@link accepted}. The body is unique per message unless given. */
-  async send(to = "+14155550100", body = `fault ${randomUUID()}`, apiKey = this.apiKey): Promise<SendResult> {
+  /**
+   * POSTs one SMS; a 202's id joins {@link accepted}. The body is unique per message unless given;
+   * `fields` go beside `payload` (`send_at`).
+   */
+  async send(
+    to = "+14155550100",
+    body = `fault ${randomUUID()}`,
+    apiKey = this.apiKey,
+    fields: Record<string, unknown> = {},
+  ): Promise<SendResult> {
     const started = performance.now();
     const response = await fetch(`${this.base}/api/v1/notifications/sms`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-api-key": apiKey },
-      body: JSON.stringify({ payload: { to, body } }),
+      body: JSON.stringify({ payload: { to, body }, ...fields }),
       signal: AbortSignal.timeout(15_000),
     });
     const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;

@@ -99,6 +99,15 @@ beforeAll(async () => {
     sendNotification(h, "email", first.apiKey, email("missing", "ada@example.com")),
     sendNotification(h, "push", first.apiKey, push("ok")),
     sendNotification(h, "push", first.apiKey, push("gone")),
+    // Scheduled sends: one due in a second (its record keeps send_at), one canceled below.
+    sendSms(h, first.apiKey, {
+      payload: { to: RECIPIENTS[0], body: "scheduled" },
+      send_at: new Date(Date.now() + 1000).toISOString(),
+    }),
+    sendSms(h, first.apiKey, {
+      payload: { to: RECIPIENTS[0], body: "canceled" },
+      send_at: new Date(Date.now() + 3_600_000).toISOString(),
+    }),
   );
   const responses = await Promise.all(requests);
   messageIds = await Promise.all(
@@ -107,6 +116,12 @@ beforeAll(async () => {
       return ((await response.json()) as { request_id: string }).request_id;
     }),
   );
+
+  const canceled = await h.app.request(`/api/v1/messages/${messageIds.at(-1)}/cancel`, {
+    method: "POST",
+    headers: { "x-api-key": first.apiKey },
+  });
+  expect(canceled.status).toBe(200);
 
   await eventually(
     async () => {

@@ -133,6 +133,25 @@ describe("sweeper", () => {
     expect(await statusOf(id)).toBe("accepted");
   });
 
+  it("given a scheduled send waiting for its send_at, when swept, then it is left alone (it has no job by design)", async () => {
+    const response = await appWithoutRedis.request("/api/v1/notifications/sms", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey },
+      body: JSON.stringify({
+        payload: { to: "+14155550100", body: "later" },
+        send_at: new Date(Date.now() + 3_600_000).toISOString(),
+      }),
+    });
+    expect(response.status).toBe(202);
+    const { request_id: id } = (await response.json()) as { request_id: string };
+    mine.add(id);
+
+    await sweep({ db: h.db, queue: h.queue, now: () => new Date(Date.now() + 1000), graceMs: 0 });
+
+    expect(await h.queue.getJob(id)).toBeUndefined();
+    expect(await statusOf(id)).toBe("accepted");
+  });
+
   it("given a message whose job Redis lost, when swept, then it is enqueued once and delivered", async () => {
     const id = await acceptWithLostJob();
     expect(await statusOf(id)).toBe("accepted");

@@ -22,6 +22,14 @@ const query = z.strictObject({
   channel: z.enum(CHANNELS, { error: `must be one of: ${CHANNELS.join(", ")}` }).optional(),
   created_after: dateTime.optional().meta({ description: "Only messages created after this instant" }),
   created_before: dateTime.optional().meta({ description: "Only messages created before this instant" }),
+  scheduled: z
+    .enum(["true", "false"], { error: "must be true or false" })
+    .optional()
+    .transform((value) => (value === undefined ? undefined : value === "true"))
+    .meta({
+      description:
+        "`true`: only scheduled sends still waiting for their `send_at` (not attempted yet); `false`: every other message",
+    }),
   limit: pageLimit(100, 20, "Messages per page"),
   cursor: z
     .string()
@@ -61,12 +69,13 @@ export const listMessages = defineRoute({
     },
   }),
   async handler(c, deps) {
-    const { status, channel, created_after, created_before, limit, cursor } = c.req.valid("query");
+    const { status, channel, created_after, created_before, scheduled, limit, cursor } = c.req.valid("query");
     const filters = {
       status,
       channel,
       createdAfter: created_after,
       createdBefore: created_before,
+      scheduled: scheduled === undefined ? undefined : { waiting: scheduled, now: deps.now() },
       limit,
       after: cursor,
     };

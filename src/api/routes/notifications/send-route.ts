@@ -1,6 +1,7 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
 import type { NotificationType } from "../../../domain/priority.js";
+import { refuseSendAt, scheduleHorizonMs } from "../../../domain/schedule.js";
 import { ApiError } from "../../../http/errors.js";
 import {
   API_KEY_ERRORS,
@@ -12,7 +13,12 @@ import {
 import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
 import { markMessageAccepted } from "../../middleware/daily-quota.js";
 import type { AppContext, AppDeps } from "../../types.js";
-import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/common-schemas.js";
+import {
+  dryRunQuery,
+  idempotencyKeyHeader,
+  notificationType,
+  sendAtField,
+} from "../../wire/common-schemas.js";
 
 /**
  * What every send endpoint shares: the request's top level around its channel's `payload`, the
@@ -27,6 +33,7 @@ export function sendBody<P extends z.ZodType>(payload: P) {
     payload,
     retry_enabled: z.boolean({ error: "must be true or false" }).default(true),
     notification_type: notificationType.optional(),
+    send_at: sendAtField.optional(),
   });
 }
 
@@ -75,7 +82,7 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
       },
       ...errorResponses(
         {
-          400: "Malformed JSON, a field that breaks the schema, an unknown field (named), a bad `dry_run` or `Idempotency-Key`",
+          400: "Malformed JSON, a field that breaks the schema, an unknown field (named), a bad `dry_run` or `Idempotency-Key`, a `send_at` in the past or too far ahead",
         },
         API_KEY_ERRORS,
         JSON_BODY_ERRORS,
@@ -102,11 +109,21 @@ export interface SendRequest {
   content: ChannelContent;
   retryEnabled: boolean;
   notificationType: NotificationType | undefined;
+  /** `send_at`, already checked against the clock ({@link checkedSendAt}). */
+  sendAt: Date | undefined;
+}
+
+/** `send_at` if the installation takes it now; a 400 naming what is wrong otherwise. */
+export function checkedSendAt(sendAt: Date | undefined, deps: AppDeps): Date | undefined {
+  if (sendAt === undefined) return undefined;
+  const refused = refuseSendAt(sendAt, deps.now(), scheduleHorizonMs(deps.config.MESSAGE_RETENTION_DAYS));
+  if (refused !== undefined) throw new ApiError(400, refused);
+  return sendAt;
 }
 
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
 export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
-  const { label, content, retryEnabled, notificationType } = request;
+  const { label, content, retryEnabled, notificationType, sendAt } = request;
   if (request.dryRun)
     return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
 
@@ -116,6 +133,7 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
     retryEnabled,
     notificationType,
     idempotencyKey: request.idempotencyKey,
+    sendAt,
   });
   const accepted = `${label} notification accepted`;
   switch (result.outcome) {

@@ -3,7 +3,7 @@ import { channels } from "../../../channels/index.js";
 import { ApiError } from "../../../http/errors.js";
 import { parseJsonBody } from "../../../http/json-body.js";
 import { defineRoute } from "../../types.js";
-import { answerSend, sendBody, sendRouteDefinition } from "./send-route.js";
+import { answerSend, checkedSendAt, sendBody, sendRouteDefinition } from "./send-route.js";
 
 /** `POST /api/v1/notifications/<channel>`: the send endpoint of one channel, from its definition. */
 function sendRoute(channel: Channel) {
@@ -20,6 +20,7 @@ function sendRoute(channel: Channel) {
       const { dry_run } = c.req.valid("query");
       const { "Idempotency-Key": idempotencyKey } = c.req.valid("header");
       const request = await parseJsonBody(c, body);
+      const sendAt = checkedSendAt(request.send_at, deps);
       const refused = channel.refuse?.(request.payload, deps.config);
       if (refused !== undefined) throw new ApiError(400, refused);
       const content = channel.content(request.payload, deps.config);
@@ -42,6 +43,7 @@ function sendRoute(channel: Channel) {
         content,
         retryEnabled: request.retry_enabled,
         notificationType: request.notification_type,
+        sendAt,
       });
     },
   });
