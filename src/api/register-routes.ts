@@ -1,20 +1,22 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
+import type { MiddlewareHandler, Next } from "hono";
 import { headerBodyLimit } from "../http/body-limit.js";
 import { errorResponse } from "../http/errors.js";
 import { MAX_BODY_BYTES } from "../http/json-body.js";
 import { openapiRoute, withRateLimitHeaders } from "../http/openapi.js";
 import { apiKeyAuth } from "./middleware/api-key-auth.js";
-import { sendDailyQuota } from "./middleware/daily-quota.js";
+import { createDailyQuota, sendDailyQuota } from "./middleware/daily-quota.js";
 import { onboardingAuth } from "./middleware/onboarding-auth.js";
 import {
   previewRateLimit,
+  sendBucket,
   senderVerifyRateLimit,
   sendRateLimit,
   webhookRecoverRateLimit,
   webhookTestRateLimit,
 } from "./middleware/rate-limit.js";
-import type { AppDeps, AppEnv, Route } from "./types.js";
+import type { SendLimits } from "./middleware/send-limits.js";
+import type { AppContext, AppDeps, AppEnv, Route } from "./types.js";
 
 /**
  * Mounts every route behind its authentication, and documents each with the security scheme
@@ -37,9 +39,17 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
     description: "`ONBOARDING_TOKEN`; required when it is set (always in production)",
   });
 
-  // A send passes its rate first, so a refused burst never takes from the day's quota.
+  // A send passes its rate first, so a refused burst never takes from the day's quota. A batch's
+  // handler takes one of each per item it validated (src/api/routes/notifications/send-batch.ts).
+  const sendLimits: SendLimits = { rate: sendBucket(deps), quota: createDailyQuota(deps) };
   const limits = {
-    send: [sendRateLimit(deps), sendDailyQuota(deps)],
+    send: [sendRateLimit(deps, sendLimits.rate), sendDailyQuota(deps, sendLimits.quota)],
+    "send-items": [
+      async function provideSendLimits(c: AppContext, next: Next) {
+        c.set("sendLimits", sendLimits);
+        await next();
+      },
+    ],
     preview: [previewRateLimit(deps)],
     "sender-verify": [senderVerifyRateLimit(deps)],
     "webhook-test": [webhookTestRateLimit(deps)],
@@ -48,7 +58,11 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>, routes: readonly Route[
 
   for (const route of routes) {
     const { middleware, scheme } = auth[route.auth];
-    const limited = route.rateLimit ? withRateLimitHeaders(route.definition) : route.definition;
+    // A batch's limits refuse items, not the request: its route documents the fields itself.
+    const limited =
+      route.rateLimit && route.rateLimit !== "send-items"
+        ? withRateLimitHeaders(route.definition)
+        : route.definition;
     const definition = { ...limited, security: [{ [scheme]: [] }] };
     const chain = [bodyLimit(route.maxBodyBytes ?? MAX_BODY_BYTES), middleware];
     if (route.rateLimit) chain.push(...limits[route.rateLimit]);

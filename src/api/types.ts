@@ -13,6 +13,7 @@ import type { DeliveryJobData, DeliveryQueues } from "../store/delivery-queue.js
 import type { MessageStore } from "../store/message-store.js";
 import type { KeyOwner } from "../store/organizations.js";
 import type { ReadReplica } from "../store/read-replica.js";
+import type { SendLimits } from "./middleware/send-limits.js";
 
 /** Everything the web API needs from the outside; built by `api-process.ts`, or by tests. */
 export interface AppDeps {
@@ -47,6 +48,8 @@ export type AppEnv = {
     requestId: string;
     /** Set when a send's handler accepted a new message (what the daily quota counts). */
     messageAccepted?: boolean;
+    /** A batch send's limits, which its handler takes per item (`rateLimit: "send-items"`). */
+    sendLimits?: SendLimits;
   };
 };
 export type AppContext = Context<AppEnv>;
@@ -62,10 +65,10 @@ export interface Route<R extends RouteConfig = RouteConfig> {
   auth: "api-key" | "onboarding";
   /**
    * Limits checked right after authentication, per organization: `send`, the send rate and the
-   * daily quota; `preview`, the template preview rate; `sender-verify`, the domain checks' rate;
+   * daily quota; `send-items`, the same, taken by the handler for each item of a batch; `preview`, the template preview rate; `sender-verify`, the domain checks' rate;
    * `webhook-test`, the webhook test events' rate; `webhook-recover`, the webhook recoveries' rate.
    */
-  rateLimit?: "send" | "preview" | "sender-verify" | "webhook-test" | "webhook-recover";
+  rateLimit?: "send" | "send-items" | "preview" | "sender-verify" | "webhook-test" | "webhook-recover";
   /** Largest request body, checked before authentication; default `MAX_BODY_BYTES` (64 KiB). */
   maxBodyBytes?: number;
   handler(c: RouteContext<R>, deps: AppDeps): Promise<Response>;

@@ -7,22 +7,44 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 /** Reads a JSON body and validates it: 415 for another content type, 400 for bad JSON or schema. */
 export async function parseJsonBody<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
-  const contentType = requestHeader(c, "content-type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
-    throw new ApiError(415, "Content-Type must be application/json");
-  }
-  const text = await readBodyText(c);
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ApiError(400, "Malformed JSON body");
-  }
+  const { text, json } = await readJson(c);
   const problem = mayHoldProblem(text) ? problemIn(json) : undefined;
   if (problem) throw new ApiError(400, problem);
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new ApiError(400, describeZodError(parsed.error));
   return parsed.data;
+}
+
+/**
+ * Reads a JSON body that must be an array of 1 to `maxItems` items, each checked on its own by
+ * the caller (a batch's items, one result each): with each item, what in it Postgres could not
+ * take ({@link problemIn}), if anything. 415 for another content type, 400 for bad JSON or a body
+ * that is no such array.
+ */
+export async function readJsonItems(
+  c: Context,
+  maxItems: number,
+): Promise<Array<{ item: unknown; problem: string | undefined }>> {
+  const { text, json } = await readJson(c);
+  if (!Array.isArray(json)) throw new ApiError(400, "The body must be a JSON array of items");
+  if (json.length === 0 || json.length > maxItems)
+    throw new ApiError(400, `The body must hold 1 to ${maxItems} items; it holds ${json.length}`);
+  const check = mayHoldProblem(text);
+  // The array is one level: its items may nest one level less than a body of their own.
+  return json.map((item: unknown) => ({ item, problem: check ? problemIn(item, 1) : undefined }));
+}
+
+async function readJson(c: Context): Promise<{ text: string; json: unknown }> {
+  const contentType = requestHeader(c, "content-type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
+    throw new ApiError(415, "Content-Type must be application/json");
+  }
+  const text = await readBodyText(c);
+  try {
+    return { text, json: JSON.parse(text) };
+  } catch {
+    throw new ApiError(400, "Malformed JSON body");
+  }
 }
 
 /**
@@ -56,8 +78,8 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * refuses it in JSON, and it cannot be encoded as UTF-8 for a provider), in any string or key, or
  * nesting past {@link MAX_JSON_DEPTH}. Iterative, so no depth can overflow it.
  */
-function problemIn(root: unknown): string | undefined {
-  const pending: Array<[value: unknown, depth: number]> = [[root, 0]];
+function problemIn(root: unknown, rootDepth = 0): string | undefined {
+  const pending: Array<[value: unknown, depth: number]> = [[root, rootDepth]];
   const badString = (s: string) =>
     s.includes("\0")
       ? "Strings must not contain the NUL character (\\u0000)"

@@ -5,6 +5,7 @@ import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "
 import { isScheduledAhead } from "../domain/schedule.js";
 import { fold, initialState } from "../domain/state.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { PendingAccept } from "../store/accept-batcher.js";
 import type { MessageStore } from "../store/message-store.js";
 import type { Organization } from "../store/organizations.js";
 import { toMessageRow } from "../store/projection.js";
@@ -48,6 +49,35 @@ export type AcceptResult =
  * being slow or down never touches this path.
  */
 export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): Promise<AcceptResult> {
+  const pending = pendingAccept(deps, request);
+  const result = await deps.store.accept(pending);
+  if (result.outcome === "accepted")
+    deps.metrics?.messageAccepted(pending.event.data.channel, pending.row.priority);
+  return result;
+}
+
+/**
+ * Accepts the messages of a batch request together: one statement, one transaction, whatever
+ * else arrives meanwhile (src/store/message-store.ts `acceptMany`). One result per request, in
+ * order; `unanswered` for one whose held `Idempotency-Key` could not be read back (nothing of it
+ * was written: its retry is answered).
+ */
+export async function acceptMessages(
+  deps: AcceptDeps & { store: Pick<MessageStore, "acceptMany"> },
+  requests: readonly AcceptRequest[],
+): Promise<Array<AcceptResult | { outcome: "unanswered" }>> {
+  const pendings = requests.map((request) => pendingAccept(deps, request));
+  const results = await deps.store.acceptMany(pendings);
+  results.forEach((result, index) => {
+    const pending = pendings[index] as PendingAccept;
+    if (result.outcome === "accepted")
+      deps.metrics?.messageAccepted(pending.event.data.channel, pending.row.priority);
+  });
+  return results;
+}
+
+/** The message a request makes: its content, decided into its `accepted` event, with its record. */
+function pendingAccept(deps: Pick<AcceptDeps, "now" | "newId">, request: AcceptRequest): PendingAccept {
   const now = deps.now();
   const messageId = deps.newId();
   const priority = tierOf(request.notificationType);
@@ -72,8 +102,7 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
   if (!("events" in decision)) throw new Error(`accept refused: ${JSON.stringify(decision)}`);
   const [event] = decision.events;
   if (event?.type !== "accepted") throw new Error("accept decided something other than one accepted event");
-
-  const result = await deps.store.accept({
+  return {
     event,
     row: toMessageRow(fold([event])),
     queuePriority: QUEUE_PRIORITY[priority],
@@ -81,9 +110,7 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
     idempotency: request.idempotencyKey
       ? { key: request.idempotencyKey, requestHash: requestHash(request) }
       : undefined,
-  });
-  if (result.outcome === "accepted") deps.metrics?.messageAccepted(content.channel, priority);
-  return result;
+  };
 }
 
 /**

@@ -169,6 +169,19 @@ export class AcceptBatcher {
   }
 
   /**
+   * Commits these items together, in one statement of their own (one transaction), whatever the
+   * other accepts are doing: a batch request's messages (`POST …/batch`). One answer per item, in
+   * order; `unanswered` for an item whose held key could not be read back. Throws when the
+   * statement fails: then nothing of them was written.
+   */
+  async commitTogether(
+    items: SealedAccept[],
+  ): Promise<Array<SealedCommitResult | { outcome: "unanswered" }>> {
+    const answers = await this.#write(items);
+    return answers.map((answer) => (answer.outcome === "unanswered" ? { outcome: "unanswered" } : answer));
+  }
+
+  /**
    * Writes a batch in one statement; returns each item's answer, in order. Throws only when that
    * statement fails, so a batch that throws wrote nothing (unless the connection died after the
    * commit, before its answer arrived: a 503 for committed messages, as for any lost reply).

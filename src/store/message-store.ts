@@ -20,6 +20,12 @@ import type { NewSuppression } from "./suppressions.js";
 export interface MessageStore {
   /** Commits an accepted message (its event, record, outbox row and idempotency claim). */
   accept(pending: PendingAccept): Promise<CommitResult>;
+  /**
+   * Commits these messages together, in one statement (one transaction): a batch request's. One
+   * result per message, in order; `unanswered` for one whose held key could not be read back.
+   * Throws when the statement fails (nothing written).
+   */
+  acceptMany(pendings: readonly PendingAccept[]): Promise<Array<CommitResult | { outcome: "unanswered" }>>;
   /** A message's record, if it belongs to the organization (another organization's is not found). */
   findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
   /** {@link findRecord} from the primary alone: a record this request just changed (a replica may lag). */
@@ -95,6 +101,31 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
           );
         }
       }
+    },
+    async acceptMany(pendings) {
+      const results = new Array<CommitResult | { outcome: "unanswered" }>(pendings.length);
+      let waiting = pendings.map((pending, index) => ({ pending, index }));
+      for (let sealing = 1; waiting.length > 0; sealing++) {
+        const sealed = await Promise.all(waiting.map(({ pending }) => sealedAccept(content, pending)));
+        const answers = await batcher.commitTogether(sealed);
+        const again: typeof waiting = [];
+        answers.forEach((answer, i) => {
+          const item = waiting[i] as (typeof waiting)[number];
+          if (answer.outcome !== "data_key_destroyed") results[item.index] = answer;
+          else {
+            // As for one accept: sealed again under a live key (an erasure in another process).
+            content.keys.forgetDestroyed(answer.dataKeyId);
+            again.push(item);
+          }
+        });
+        if (again.length > 0 && sealing >= MAX_SEALINGS) {
+          throw new Error(
+            `the organization's data key was destroyed ${sealing} times while a batch was sealed`,
+          );
+        }
+        waiting = again;
+      }
+      return results;
     },
     findRecord: orFromPrimary(
       replica && { read: createRecordFinder(replica.sql, content, limits), pause: replica.pause },

@@ -17,6 +17,7 @@ import {
   throttledWarning,
   withTimeout,
 } from "./limit-support.js";
+import type { DailyQuota, QuotaTaken } from "./send-limits.js";
 
 /**
  * After Redis failed or stayed silent, sends go uncounted this long before it is asked again, so
@@ -24,8 +25,6 @@ import {
  */
 const RETRY_REDIS_AFTER_MS = 1000;
 const DAY_MS = 86_400_000;
-/** What `take` answers for a send past the quota. */
-const REFUSED = -1;
 /** A day's counter outlives its day by this much, so a process whose clock is a little behind still finds it. */
 const KEY_GRACE_MS = 3_600_000;
 
@@ -82,22 +81,14 @@ export function utcDay(at: Date): { day: string; msLeft: number } {
 /**
  * Per-organization quota of messages per UTC day (`SEND_DAILY_QUOTA`), one counter per
  * organization and day in Redis (`<QUEUE_PREFIX>:quota:send:<organization id>:<day>`), shared by
- * every web process. A send takes one unit before it is handled, and gives it back unless its
- * handler accepted a message (see {@link markMessageAccepted}; an accept that outlives the request's
- * deadline still counts): dry runs, replays of an `Idempotency-Key`, and refused or failed requests
- * cost nothing. Over the quota: 429 `{ error }` with `Retry-After` until the next UTC midnight,
- * except for the retry of an accepted send (an `Idempotency-Key` held), which gets its replay.
- * Redis unavailable or silent for 250 ms: the send goes on uncounted (fail open; the rate limit
- * still holds per process, decision 0032), and gives back the unit the late take may still have
- * taken unless it accepted a message. Runs after the rate limit.
- * A quota of 0 turns it off.
+ * every web process. Undefined when there is no quota (0) or no Redis.
  */
-export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> {
+export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
   const quota = deps.config.SEND_DAILY_QUOTA;
   const redis = (deps.redis ?? redisOfQueue(deps.queue)) as
     | ((Redis | Cluster) & Partial<QuotaCommands>)
     | undefined;
-  if (quota === 0 || !redis) return async (_c, next) => next();
+  if (quota === 0 || !redis) return undefined;
   redis.defineCommand("sendQuotaTake", { numberOfKeys: 1, lua: QUOTA_TAKE_SCRIPT });
   redis.defineCommand("sendQuotaGiveBack", { numberOfKeys: 1, lua: QUOTA_GIVE_BACK_SCRIPT });
   const commands = redis as (Redis | Cluster) & QuotaCommands;
@@ -109,20 +100,28 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
 
   // The sends of one organization that arrive together take their units with one call.
   const take = microBatch(
-    async (keys: Array<{ key: string; ttlMs: number }>): Promise<number[]> => {
-      const results = new Array<number>(keys.length);
+    async (
+      wants: Array<{ key: string; ttlMs: number; units: number }>,
+    ): Promise<Array<{ granted: number; used: number }>> => {
+      const results = new Array<{ granted: number; used: number }>(wants.length);
       await Promise.all(
-        Array.from(positionsByKey(keys.map(({ key }) => key)), async ([key, indexes]) => {
+        Array.from(positionsByKey(wants.map(({ key }) => key)), async ([key, indexes]) => {
           // The same key is the same day: any of its requests' expiry will do.
-          const ttlMs = keys[indexes[0] as number]?.ttlMs as number;
+          const ttlMs = wants[indexes[0] as number]?.ttlMs as number;
+          const units = indexes.map((index) => (wants[index] as { units: number }).units);
+          const total = units.reduce((sum, n) => sum + n, 0);
           const [granted, used] = await withTimeout(
-            commands.sendQuotaTake(key, indexes.length, quota, ttlMs),
+            commands.sendQuotaTake(key, total, quota, ttlMs),
             REDIS_TIMEOUT_MS,
           );
           // The earliest get the units; each sees the count as if they had come one by one.
-          const before = used - granted;
+          let count = used - granted;
+          let left = granted;
           indexes.forEach((index, i) => {
-            results[index] = i < granted ? before + i + 1 : REFUSED;
+            const mine = Math.min(units[i] as number, left);
+            left -= mine;
+            count += mine;
+            results[index] = { granted: mine, used: count };
           });
         }),
       );
@@ -131,60 +130,105 @@ export function sendDailyQuota(deps: DailyQuotaDeps): MiddlewareHandler<AppEnv> 
     { maxBatch: 10_000, maxInFlight: 16, retryOneByOne: () => false },
   );
 
+  const uncounted = (units: number, key: string, lateTake: boolean): QuotaTaken => ({
+    counted: false,
+    granted: units,
+    // A take given up on may still run: Redis runs the give-back after it, on the same connection.
+    giveBack: (back) => {
+      if (lateTake && back > 0) commands.sendQuotaGiveBack(key, back).catch(warn);
+    },
+  });
+
+  return {
+    quota,
+    async take(organizationId, units) {
+      const now = deps.now();
+      const { day, msLeft } = utcDay(now);
+      const key = `${keyPrefix}:${organizationId}:${day}`;
+      // Fail open: not connected (rather than wait in a client's offline queue), or failed just now.
+      if (redis.status !== "ready") {
+        warn(new Error(`Redis connection ${redis.status}`));
+        return uncounted(units, key, false);
+      }
+      if (performance.now() - redisFailedAt < RETRY_REDIS_AFTER_MS) return uncounted(units, key, false);
+      let granted: number;
+      let used: number;
+      try {
+        ({ granted, used } = await take({ key, ttlMs: msLeft + KEY_GRACE_MS, units }));
+      } catch (error) {
+        redisFailedAt = performance.now();
+        warn(error);
+        return uncounted(units, key, error instanceof RedisTimeoutError);
+      }
+      const state: LimitState = {
+        limit: quota,
+        remaining: quota - used,
+        resetSeconds: Math.ceil(msLeft / 1000),
+        policy,
+      };
+      return {
+        counted: true,
+        granted,
+        state,
+        resetsAt: new Date(now.getTime() + msLeft),
+        giveBack(back) {
+          if (back <= 0) return;
+          state.remaining += back;
+          commands.sendQuotaGiveBack(key, back).catch(warn);
+        },
+      };
+    },
+  };
+}
+
+/** The 429 of a take past the quota: until the next UTC midnight. */
+export function quotaRefusal(quota: number, taken: Extract<QuotaTaken, { counted: true }>): ApiError {
+  const retryAfter = Math.max(1, taken.state.resetSeconds);
+  return new ApiError(
+    429,
+    `Daily quota reached: this organization may send ${quota} messages per UTC day; ` +
+      `it resets at ${taken.resetsAt.toISOString()} (retry in ${retryAfter} s)`,
+    {
+      ...limitHeaders({ ...taken.state, remaining: 0, resetSeconds: retryAfter }),
+      "Retry-After": String(retryAfter),
+    },
+  );
+}
+
+/**
+ * {@link createDailyQuota} as middleware, one unit a send: taken before it is handled, and given
+ * back unless its handler accepted a message (see {@link markMessageAccepted}; an accept that
+ * outlives the request's deadline still counts): dry runs, replays of an `Idempotency-Key`, and
+ * refused or failed requests cost nothing. Over the quota: 429 `{ error }` with `Retry-After`
+ * until the next UTC midnight, except for the retry of an accepted send (an `Idempotency-Key`
+ * held), which gets its replay. Runs after the rate limit. A quota of 0 turns it off.
+ */
+export function sendDailyQuota(
+  deps: DailyQuotaDeps,
+  daily = createDailyQuota(deps),
+): MiddlewareHandler<AppEnv> {
+  if (!daily) return async (_c, next) => next();
   return async function dailyQuota(c, next) {
-    const now = deps.now();
-    const { day, msLeft } = utcDay(now);
-    const key = `${keyPrefix}:${c.get("organization").id}:${day}`;
-    // Fail open: not connected (rather than wait in a client's offline queue), or failed just now.
-    if (redis.status !== "ready") {
-      warn(new Error(`Redis connection ${redis.status}`));
-      return next();
-    }
-    if (performance.now() - redisFailedAt < RETRY_REDIS_AFTER_MS) return next();
-    let used: number;
-    try {
-      used = await take({ key, ttlMs: msLeft + KEY_GRACE_MS });
-    } catch (error) {
-      redisFailedAt = performance.now();
-      warn(error);
+    const taken = await daily.take(c.get("organization").id, 1);
+    if (!taken.counted) {
       try {
         await next();
       } finally {
-        // A take given up on may still run: Redis runs the give-back after it, on the same connection.
-        if (error instanceof RedisTimeoutError && !c.get("messageAccepted"))
-          commands.sendQuotaGiveBack(key, 1).catch(warn);
+        if (!c.get("messageAccepted")) taken.giveBack(1);
       }
       return;
     }
-    const state: LimitState = {
-      limit: quota,
-      remaining: quota - used,
-      resetSeconds: Math.ceil(msLeft / 1000),
-      policy,
-    };
-    if (used === REFUSED) {
+    if (taken.granted < 1) {
       // The retry of a send whose 202 was lost gets its replay, not a 429 until midnight.
       if (await isReplay(c, deps)) return next();
-      const retryAfter = Math.max(1, state.resetSeconds);
-      throw new ApiError(
-        429,
-        `Daily quota reached: this organization may send ${quota} messages per UTC day; ` +
-          `it resets at ${new Date(now.getTime() + msLeft).toISOString()} (retry in ${retryAfter} s)`,
-        {
-          ...limitHeaders({ ...state, remaining: 0, resetSeconds: retryAfter }),
-          "Retry-After": String(retryAfter),
-        },
-      );
+      throw quotaRefusal(daily.quota, taken);
     }
     try {
       await next();
     } finally {
-      if (!c.get("messageAccepted")) {
-        state.remaining += 1;
-        commands.sendQuotaGiveBack(key, 1).catch(warn);
-      }
+      if (!c.get("messageAccepted")) taken.giveBack(1);
     }
-    reportLimit(c, state);
+    reportLimit(c, taken.state);
   };
 }
 

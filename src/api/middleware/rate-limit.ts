@@ -13,7 +13,7 @@ import type { Logger } from "../../runtime/logger.js";
 import type { MessageStore } from "../../store/message-store.js";
 import { microBatch } from "../../store/micro-batch.js";
 import type { AppEnv } from "../types.js";
-import { limitHeaders, reportLimit } from "./limit-headers.js";
+import { type LimitState, limitHeaders, reportLimit } from "./limit-headers.js";
 import {
   isReplay,
   positionsByKey,
@@ -21,6 +21,7 @@ import {
   redisOfQueue,
   throttledWarning,
 } from "./limit-support.js";
+import type { Taken, TokenBucket } from "./send-limits.js";
 
 export interface RateLimitDeps {
   config: Pick<
@@ -101,17 +102,24 @@ return {consumed, wait}
 `;
 
 /**
- * Per-organization limit on sends (`SEND_RATE_LIMIT` a second, bursts of `SEND_RATE_BURST`), all
- * channels together; dry runs count. Must run after API-key authentication.
+ * The per-organization bucket of sends (`SEND_RATE_LIMIT` a second, bursts of `SEND_RATE_BURST`),
+ * all channels together, a batch's items one token each; dry runs count.
  */
-export function sendRateLimit(deps: RateLimitDeps): MiddlewareHandler<AppEnv> {
-  return rateLimit(deps, {
-    name: "send",
-    rate: deps.config.SEND_RATE_LIMIT,
-    burst: deps.config.SEND_RATE_BURST,
-    describe: (rate, burst) => `this organization may send ${rate} messages a second (bursts of ${burst})`,
-    admitReplays: true,
-  });
+export function sendBucket(deps: RateLimitDeps): TokenBucket | undefined {
+  return createTokenBucket(deps, SEND_BUCKET(deps));
+}
+
+const SEND_BUCKET = (deps: RateLimitDeps): BucketOptions => ({
+  name: "send",
+  rate: deps.config.SEND_RATE_LIMIT,
+  burst: deps.config.SEND_RATE_BURST,
+  describe: (rate, burst) => `this organization may send ${rate} messages a second (bursts of ${burst})`,
+  admitReplays: true,
+});
+
+/** The send bucket as middleware, one token a request. Must run after API-key authentication. */
+export function sendRateLimit(deps: RateLimitDeps, bucket = sendBucket(deps)): MiddlewareHandler<AppEnv> {
+  return bucketLimit(deps, bucket, SEND_BUCKET(deps));
 }
 
 /** Per-organization limit on template previews (`TEMPLATE_PREVIEW_RATE_LIMIT` a second). */
@@ -177,14 +185,12 @@ export function webhookRecoverRateLimit(deps: RateLimitDeps): MiddlewareHandler<
  * A per-organization token bucket in Redis (`burst` tokens, at least `rate`, refilled at `rate`
  * a second) shared by every web process. When Redis errors or does not answer within 250 ms, an
  * in-memory limiter of the same rate takes over in each process (the library's insurance
- * limiter), so the limit holds, per process, while Redis is away. Every answer that passed it
- * carries the `RateLimit-*` fields (see limit-headers.ts); over the limit: 429 `{ error }` with
- * `Retry-After`, unless `admitReplays` and the request is the retry of an accepted send. Must run after API-key authentication (the bucket is the organization's).
- * A rate of 0 turns it off.
+ * limiter), so the limit holds, per process, while Redis is away. Undefined for a rate of 0 (no
+ * limit).
  */
-export function rateLimit(deps: RateLimitDeps, options: BucketOptions): MiddlewareHandler<AppEnv> {
+export function createTokenBucket(deps: RateLimitDeps, options: BucketOptions): TokenBucket | undefined {
   const { rate } = options;
-  if (rate === 0) return async (_c, next) => next();
+  if (rate === 0) return undefined;
   // The bucket holds at least one second's worth: the library needs a refill time of 1 s or more.
   const burst = Math.max(options.burst ?? 2 * rate, rate);
   const refillSeconds = burst / rate;
@@ -209,98 +215,126 @@ export function rateLimit(deps: RateLimitDeps, options: BucketOptions): Middlewa
       })
     : insuranceLimiter;
 
-  // The requests of one organization that arrive in the same turn of the event loop take their
-  // tokens with one call (one Redis round trip), the earliest first, as if they came one by one.
-  const take = microBatch(
-    (organizationIds: string[]) => takeTogether(limiter, burst, refillSeconds, organizationIds),
-    {
-      maxBatch: 10_000,
-      // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
-      maxInFlight: 16,
-      retryOneByOne: () => false,
-    },
-  );
-
+  const take = microBatch((wants: Want[]) => takeTogether(limiter, burst, refillSeconds, wants), {
+    maxBatch: 10_000,
+    // Turns waiting on Redis at once; what arrives beyond that joins the next, larger call.
+    maxInFlight: 16,
+    retryOneByOne: () => false,
+  });
   const warn = throttledWarning(
     deps.logger,
     `rate limiter (${options.name}): Redis unavailable, limiting per process`,
   );
+  return {
+    take: (organizationId, units) => take({ organizationId, units }),
+    burst,
+    policy,
+    describe: () => options.describe(rate, burst),
+    warnIfRedisAway() {
+      if (redis && redis.status !== "ready") warn();
+    },
+  };
+}
+
+/**
+ * {@link createTokenBucket} as middleware, one token a request: every answer that passed it
+ * carries the `RateLimit-*` fields (see limit-headers.ts); over the limit: 429 `{ error }` with
+ * `Retry-After`, unless `admitReplays` and the request is the retry of an accepted send. Must run
+ * after API-key authentication (the bucket is the organization's). A rate of 0 turns it off.
+ */
+export function rateLimit(deps: RateLimitDeps, options: BucketOptions): MiddlewareHandler<AppEnv> {
+  return bucketLimit(deps, createTokenBucket(deps, options), options);
+}
+
+function bucketLimit(
+  deps: RateLimitDeps,
+  bucket: TokenBucket | undefined,
+  options: Pick<BucketOptions, "admitReplays">,
+): MiddlewareHandler<AppEnv> {
+  if (!bucket) return async (_c, next) => next();
   const replayDeps = { store: deps.store, now: deps.now ?? (() => new Date()) };
   return async function rateLimitRequests(c, next) {
-    if (redis && redis.status !== "ready") warn();
-    const taken = await take(c.get("organization").id);
-    const state = {
-      limit: burst,
-      remaining: taken.remaining,
-      resetSeconds: seconds(taken.msBeforeNext),
-      policy,
-    };
-    if (!taken.allowed) {
+    bucket.warnIfRedisAway();
+    const taken = await bucket.take(c.get("organization").id, 1);
+    const state = bucketState(bucket, taken);
+    if (taken.granted < 1) {
       // The retry of a send whose 202 was lost gets its replay, not a 429 (the handler answers it).
       if (options.admitReplays && (await isReplay(c, replayDeps))) return next();
-      const retryAfter = Math.max(1, state.resetSeconds);
-      throw new ApiError(
-        429,
-        `Too many requests: ${options.describe(rate, burst)}; retry in ${retryAfter} s`,
-        {
-          ...limitHeaders({ ...state, remaining: 0, resetSeconds: retryAfter }),
-          "Retry-After": String(retryAfter),
-        },
-      );
+      throw bucketRefusal(bucket, state);
     }
     await next();
     reportLimit(c, state);
   };
 }
 
+/** Where the bucket stands after a take, as the `RateLimit-*` fields say it. */
+export function bucketState(bucket: TokenBucket, taken: Taken): LimitState {
+  return {
+    limit: bucket.burst,
+    remaining: taken.remaining,
+    resetSeconds: seconds(taken.msBeforeNext),
+    policy: bucket.policy,
+  };
+}
+
+/** The 429 of a take that got too few tokens: when to come back, in `Retry-After` and the fields. */
+export function bucketRefusal(bucket: TokenBucket, state: LimitState): ApiError {
+  const retryAfter = Math.max(1, state.resetSeconds);
+  return new ApiError(429, `Too many requests: ${bucket.describe()}; retry in ${retryAfter} s`, {
+    ...limitHeaders({ ...state, remaining: 0, resetSeconds: retryAfter }),
+    "Retry-After": String(retryAfter),
+  });
+}
+
 const seconds = (ms: number) => Math.max(0, Math.ceil(ms / 1000));
 
-/** One request's share of a bucket: whether it got a token, what is left, and when. */
-interface Taken {
-  allowed: boolean;
-  /** Tokens left once this request (and those before it) took theirs. */
-  remaining: number;
-  /** Allowed: until the bucket is full again; refused: until the next token. */
-  msBeforeNext: number;
+interface Want {
+  organizationId: string;
+  units: number;
 }
 
 /**
- * Takes one token for each id, asking once per distinct id for all of its tokens. Returns, per
- * id in order, what it got, as if the requests had come one by one. Both limiters report a
- * refusal by `consumedPoints` past their capacity: that excess is how many of the wanted tokens
- * were refused, and the refused ones are the latest.
+ * Takes each call's tokens, asking once per distinct organization for all of its calls' tokens.
+ * Returns, per call in order, what it got, as if the calls had come one by one. Both limiters
+ * report a refusal by `consumedPoints` past their capacity: that excess is how many of the wanted
+ * tokens were refused, and the refused ones are the latest.
  */
 async function takeTogether(
   limiter: Pick<RateLimiterMemory, "consume">,
   capacity: number,
   refillSeconds: number,
-  ids: string[],
+  wants: Want[],
 ): Promise<Taken[]> {
-  const positions = positionsByKey(ids);
-  const results = new Array<Taken>(ids.length);
+  const positions = positionsByKey(wants.map((want) => want.organizationId));
+  const results = new Array<Taken>(wants.length);
   await Promise.all(
     Array.from(positions, async ([id, indexes]) => {
-      const count = indexes.length;
+      const units = indexes.map((index) => (wants[index] as Want).units);
+      const total = units.reduce((sum, n) => sum + n, 0);
       try {
-        const res = await limiter.consume(id, count);
+        const res = await limiter.consume(id, total);
+        // Each call sees what is left after it and those before it.
+        let later = total;
         indexes.forEach((index, i) => {
+          later -= units[i] as number;
           results[index] = {
-            allowed: true,
-            remaining: res.remainingPoints + (count - 1 - i),
+            granted: units[i] as number,
+            remaining: res.remainingPoints + later,
             msBeforeNext: res.msBeforeNext,
           };
         });
       } catch (rejection) {
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
         const excess = rejection.consumedPoints - capacity;
-        const refused = excess > 0 ? Math.min(count, excess) : count;
-        const granted = count - refused;
+        let left = total - (excess > 0 ? Math.min(total, excess) : total);
         indexes.forEach((index, i) => {
+          const granted = Math.min(units[i] as number, left);
+          left -= granted;
           results[index] =
-            i < granted
+            granted === units[i]
               ? // These emptied the bucket: it is whole again a full refill time later.
-                { allowed: true, remaining: granted - 1 - i, msBeforeNext: refillSeconds * 1000 }
-              : { allowed: false, remaining: 0, msBeforeNext: rejection.msBeforeNext };
+                { granted, remaining: left, msBeforeNext: refillSeconds * 1000 }
+              : { granted, remaining: 0, msBeforeNext: rejection.msBeforeNext };
         });
       }
     }),

@@ -5,6 +5,7 @@ import { getMessage } from "./messages/get.js";
 import { getMessageEvents } from "./messages/get-events.js";
 import { listMessages } from "./messages/list.js";
 import { sendRoutes } from "./notifications/send.js";
+import { sendBatchRoutes } from "./notifications/send-batch.js";
 import { eraseOrganizationData } from "./organizations/erase-data.js";
 import { getOrganization } from "./organizations/get.js";
 import { onboardOrganizations } from "./organizations/onboard.js";
@@ -38,6 +39,7 @@ export const routes: readonly Route[] = [
   onboardOrganizations,
   eraseOrganizationData,
   ...sendRoutes,
+  ...sendBatchRoutes,
   listMessages,
   getMessage,
   getMessageEvents,

@@ -1,5 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
+import type { Channel } from "../../../channels/channel.js";
 import type { NotificationType } from "../../../domain/priority.js";
 import { refuseSendAt, scheduleHorizonMs } from "../../../domain/schedule.js";
 import { ApiError } from "../../../http/errors.js";
@@ -113,8 +114,50 @@ export interface SendRequest {
   sendAt: Date | undefined;
 }
 
+/** A send's body as {@link sendBody} validated it. */
+export type SendBody = z.output<ReturnType<typeof sendBody<z.ZodType>>>;
+
+/**
+ * The checks of a validated send (a request's, or a batch item's) that need the clock, the
+ * channel's rules or the database, in this order: `send_at`'s range, the channel's own refusal
+ * (400), then the sender, when senders must be verified (422, unless the request is the retry of
+ * an accepted one: its `Idempotency-Key` held). Returns what to accept; throws the ApiError.
+ */
+export async function checkSend(
+  channel: Channel,
+  request: SendBody,
+  deps: AppDeps,
+  organizationId: string,
+  options: { idempotencyKey: string | undefined; dryRun: boolean },
+): Promise<SendRequest> {
+  const sendAt = checkedSendAt(request.send_at, deps);
+  const refused = channel.refuse?.(request.payload, deps.config);
+  if (refused !== undefined) throw new ApiError(400, refused);
+  const content = channel.content(request.payload, deps.config);
+  if (deps.senders.required) {
+    const claim = channel.sender?.(content, deps.config);
+    const unverified = await deps.senders.refusal(organizationId, claim);
+    // The retry of an accepted send gets its replay, even once its sender is gone.
+    const replay =
+      unverified !== undefined &&
+      !options.dryRun &&
+      options.idempotencyKey !== undefined &&
+      (await deps.store.holdsIdempotencyKey(organizationId, options.idempotencyKey, deps.now()));
+    if (unverified !== undefined && !replay) throw new ApiError(422, unverified);
+  }
+  return {
+    label: channel.label,
+    dryRun: options.dryRun,
+    idempotencyKey: options.idempotencyKey,
+    content,
+    retryEnabled: request.retry_enabled,
+    notificationType: request.notification_type,
+    sendAt,
+  };
+}
+
 /** `send_at` if the installation takes it now; a 400 naming what is wrong otherwise. */
-export function checkedSendAt(sendAt: Date | undefined, deps: AppDeps): Date | undefined {
+function checkedSendAt(sendAt: Date | undefined, deps: AppDeps): Date | undefined {
   if (sendAt === undefined) return undefined;
   const refused = refuseSendAt(sendAt, deps.now(), scheduleHorizonMs(deps.config.MESSAGE_RETENTION_DAYS));
   if (refused !== undefined) throw new ApiError(400, refused);
