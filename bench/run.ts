@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { acceptBatchScenario } from "./lib/batch.js";
 import { endToEndClusterScenario } from "./lib/cluster.js";
 import { noisyTemplatesScenario } from "./lib/noisy-templates.js";
 import { type BenchReport, renderMarkdown } from "./lib/report.js";
@@ -22,7 +23,7 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
- *          e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates
+ *          accept-batch,e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates
  *          (default: all; e2e-webhooks and e2e-cluster bring e2e along: their targets are ratios to e2e's figures)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
@@ -37,6 +38,7 @@ const SCENARIOS = [
   "accept-64-idempotent",
   "accept-64-worker",
   "accept-256",
+  "accept-batch",
   "e2e",
   "e2e-webhooks",
   "webhooks-hanging",
@@ -164,6 +166,7 @@ async function main(): Promise<void> {
   report.results.accept256 = await run("accept-256", () =>
     acceptScenario(settings, { connections: 256, withWorker: false }),
   );
+  report.results.acceptBatch = await run("accept-batch", () => acceptBatchScenario(settings));
   if (selected.has("e2e") || selected.has("read")) {
     log(`e2e${selected.has("read") ? " + read" : ""}: starting (load average ${loadAverage().join(" ")})`);
     const { endToEnd, read } = await endToEndAndReadScenario(settings, selected.has("read"));

@@ -1,3 +1,4 @@
+import type { AcceptBatchResult } from "./batch.js";
 import type { EndToEndClusterResult } from "./cluster.js";
 import type { NoisyTemplatesResult } from "./noisy-templates.js";
 import type {
@@ -28,6 +29,8 @@ export interface BenchReport {
     accept64SendersOff?: LoadScenarioResult;
     accept64Worker?: LoadScenarioResult;
     accept256?: LoadScenarioResult;
+    /** Batches of 100 SMS at 16 connections beside single sends at 64 (issue 20). */
+    acceptBatch?: AcceptBatchResult;
     endToEnd?: EndToEndResult;
     /** e2e with one status-webhook endpoint per organization (issue 16). */
     endToEndWebhooks?: EndToEndWebhooksResult;
@@ -250,6 +253,15 @@ export function targets(report: BenchReport): Target[] {
   }
   list.push(...webhookTargets(report));
   list.push(...clusterTargets(report));
+  const batch = report.results.acceptBatch;
+  if (batch) {
+    list.push({
+      what: "batch sends: messages/s through batches of 100 at 16 connections ÷ single sends' req/s at 64, same run",
+      measured: `${fmt(batch.ratio, 2)} (${fmt(batch.batch.messagesPerS)} ÷ ${fmt(batch.single.requestsPerS)})`,
+      target: "≥ 4",
+      met: batch.ratio >= 4 && batch.batch.errors === 0 && batch.single.errors === 0,
+    });
+  }
   const peaks = [
     report.results.accept64,
     report.results.accept64Worker,
@@ -338,6 +350,19 @@ export function renderMarkdown(report: BenchReport): string {
         `accept→final p50 ${fmt(e2e.events.acceptToFinalMs.p50)} ms, **p99 ${fmt(e2e.events.acceptToFinalMs.p99)} ms**, ` +
         `max ${fmt(e2e.events.acceptToFinalMs.max)} ms (of which accepted → first attempt: p50 ${fmt(e2e.events.acceptToFirstAttemptMs.p50)} ms, p99 ${fmt(e2e.events.acceptToFirstAttemptMs.p99)} ms); outcomes ${JSON.stringify(e2e.events.byStatus)}. ` +
         `CPU µs per message: ${JSON.stringify(e2e.cpuUsPerMessage)}; WAL per message: ${fmt(e2e.walBytesPerMessage)} bytes.`,
+      "",
+    );
+  }
+  const b = results.acceptBatch;
+  if (b) {
+    const perMessage = (r: LoadScenarioResult, items: number) =>
+      Object.fromEntries(Object.entries(r.cpuUsPerRequest).map(([k, v]) => [k, Math.round(v / items)]));
+    lines.push(
+      `Batch sends: ${fmt(b.batch.requests)} batches of ${b.batch.itemsPerRequest} SMS by ${b.batch.connections} connections ` +
+        `(${fmt(b.batch.errors)} errors, batch p50 ${fmt(b.batch.latencyMs.p50, 1)} ms, p99 ${fmt(b.batch.latencyMs.p99, 1)} ms): ` +
+        `**${fmt(b.batch.messagesPerS)} messages/s**, against ${fmt(b.single.requestsPerS)} req/s of single sends by ${b.single.connections} connections ` +
+        `in the same run (${fmt(b.single.errors)} errors, p99 ${fmt(b.single.latencyMs.p99, 1)} ms): ×${fmt(b.ratio, 2)}. ` +
+        `CPU µs per message, batch: ${JSON.stringify(perMessage(b.batch, b.batch.itemsPerRequest))}; single: ${JSON.stringify(perMessage(b.single, 1))}.`,
       "",
     );
   }

@@ -94,6 +94,20 @@ export async function withStack<T>(
   }
 }
 
+/** One measured load of `request` against the stack's web (worker stopped or not), CPU by process. */
+export function measuredLoad(
+  stack: Stack,
+  connections: number,
+  request: Parameters<typeof load>[0],
+  durationS: number,
+): Promise<LoadScenarioResult> {
+  return measured(
+    () => ({ web: stack.web, worker: stack.worker }),
+    connections,
+    () => load({ ...request, duration: durationS }),
+  );
+}
+
 /**
  * POST /notifications/sms; each connection sends as one organization, taken round robin. With
  * `idempotencyKeys`, every request carries an `Idempotency-Key` of its own (autocannon puts a
