@@ -3,6 +3,10 @@
  * sender are common), exactly as events store it. Pure, like the domain that holds it.
  */
 
+/** The two alphabets an SMS is sent in (3GPP TS 23.038), by the names the API answers with. */
+export const SMS_ENCODINGS = ["GSM-7", "UCS-2"] as const;
+export type SmsEncoding = (typeof SMS_ENCODINGS)[number];
+
 declare module "../../domain/events.js" {
   interface ChannelContents {
     sms: {
@@ -11,5 +15,3 @@ declare module "../../domain/events.js" {
     };
   }
 }
-
-export {};
