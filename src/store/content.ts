@@ -24,9 +24,17 @@ import { type DataKey, DataKeys } from "./data-keys.js";
  * not open.
  */
 
-/** The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
- * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both. */
-const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
+/** A field of any channel's content. */
+type ContentField = MessageContent extends infer C ? (C extends unknown ? keyof C : never) : never;
+
+/**
+ * The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
+ * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both. (An
+ * SMS's `segments` and `encoding`, what acceptance measured of its body, are not personal data
+ * and stay in clear too (decision 0043); that list lacks them on purpose: it is for the events
+ * written before encryption, which none of them carries.)
+ */
+const CLEAR_FIELDS: ReadonlySet<string> = new Set<ContentField>([
   "id",
   "organizationId",
   "productId",
@@ -36,6 +44,8 @@ const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
   "retryEnabled",
   "sender",
   "expiresAt",
+  "segments",
+  "encoding",
 ]);
 
 const FORMAT_VERSION = 1;

@@ -12,6 +12,13 @@ declare module "../../domain/events.js" {
     sms: {
       /** The text: 1-1600 characters. */
       body: string;
+      /**
+       * How many segments (messages billed) the body is sent as, and in which alphabet: counted
+       * at acceptance (src/channels/sms/segments.ts). Not personal data, so kept in clear beside
+       * the sealed body. Absent from messages accepted before they were counted (decision 0043).
+       */
+      segments?: number;
+      encoding?: SmsEncoding;
     };
   }
 }

@@ -1,5 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
+import type { Measures } from "../../../channels/channel.js";
 import type { NotificationType } from "../../../domain/priority.js";
 import { ApiError } from "../../../http/errors.js";
 import {
@@ -12,7 +13,13 @@ import {
 import { acceptMessage, type ChannelContent } from "../../../messages/accept.js";
 import { markMessageAccepted } from "../../middleware/daily-quota.js";
 import type { AppContext, AppDeps } from "../../types.js";
-import { dryRunQuery, idempotencyKeyHeader, notificationType } from "../../wire/common-schemas.js";
+import {
+  dryRunQuery,
+  idempotencyKeyHeader,
+  notificationType,
+  smsEncodingField,
+  smsSegmentsField,
+} from "../../wire/common-schemas.js";
 
 /**
  * What every send endpoint shares: the request's top level around its channel's `payload`, the
@@ -36,7 +43,10 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
   description: string;
   body: B;
   acceptedMessage: string;
+  /** The channel measures its content (an SMS's segments and encoding): the answers say them. */
+  measured: boolean;
 }) {
+  const measures = options.measured ? { segments: smsSegmentsField, encoding: smsEncodingField } : {};
   return createRoute({
     method: "post",
     path: options.path,
@@ -66,12 +76,13 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
             request_id: z
               .uuid()
               .meta({ description: "The message id: read it at /api/v1/messages/{message_id}" }),
+            ...measures,
           }),
         ),
       },
       200: {
         description: "`?dry_run=true`: the request is valid; nothing was stored or sent",
-        content: jsonContent(z.object({ message: z.string() })),
+        content: jsonContent(z.object({ message: z.string(), ...measures })),
       },
       ...errorResponses(
         {
@@ -100,15 +111,23 @@ export interface SendRequest {
   dryRun: boolean;
   idempotencyKey: string | undefined;
   content: ChannelContent;
+  /**
+   * What the channel measured of the content: part of every answer. A replay says what the
+   * request says, as the message it replays was accepted with: the same key and body hash mean
+   * the same body, so the same count.
+   */
+  measures: Measures | undefined;
   retryEnabled: boolean;
   notificationType: NotificationType | undefined;
 }
 
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
 export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
-  const { label, content, retryEnabled, notificationType } = request;
-  if (request.dryRun)
-    return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
+  const { label, content, measures, retryEnabled, notificationType } = request;
+  if (request.dryRun) {
+    const message = `${label} notification is valid; nothing was stored or sent (dry run)`;
+    return c.json(measures ? { message, ...measures } : { message }, 200);
+  }
 
   const result = await acceptMessage(deps, {
     organization: c.get("organization"),
@@ -121,11 +140,18 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
   switch (result.outcome) {
     case "accepted":
       markMessageAccepted(c);
-      return c.json({ message: accepted, request_id: result.messageId }, 202);
+      return c.json(acceptedAnswer(accepted, result.messageId, measures), 202);
     case "replayed":
       c.header("Idempotent-Replayed", "true");
-      return c.json({ message: accepted, request_id: result.messageId }, 202);
+      return c.json(acceptedAnswer(accepted, result.messageId, measures), 202);
     case "idempotency_conflict":
       throw new ApiError(422, "Idempotency-Key was already used with a different request body");
   }
+}
+
+function acceptedAnswer(message: string, requestId: string, measures: Measures | undefined) {
+  // The e-mail and push 202s stay exactly `{ message, request_id }`.
+  return measures
+    ? { message, request_id: requestId, segments: measures.segments, encoding: measures.encoding }
+    : { message, request_id: requestId };
 }

@@ -15,31 +15,34 @@ function sendRoute(channel: Channel) {
       ...channel.route,
       body,
       acceptedMessage: `${channel.label} notification accepted`,
+      measured: channel.measures !== undefined,
     }),
     async handler(c, deps) {
       const { dry_run } = c.req.valid("query");
       const { "Idempotency-Key": idempotencyKey } = c.req.valid("header");
       const request = await parseJsonBody(c, body);
-      const refused = channel.refuse?.(request.payload, deps.config);
-      if (refused !== undefined) throw new ApiError(400, refused);
       const content = channel.content(request.payload, deps.config);
-      if (deps.senders.required) {
-        const organizationId = c.get("organization").id;
-        const claim = channel.sender?.(content, deps.config);
-        const unverified = await deps.senders.refusal(organizationId, claim);
-        // The retry of an accepted send gets its replay, even once its sender is gone.
+      const organizationId = c.get("organization").id;
+      const refused = channel.refuse?.(content, deps.config);
+      const unverified = deps.senders.required
+        ? await deps.senders.refusal(organizationId, channel.sender?.(content, deps.config))
+        : undefined;
+      if (refused !== undefined || unverified !== undefined) {
+        // The retry of an accepted send gets its replay, even once its sender is gone or the
+        // configuration refuses it (a lower SMS_MAX_SEGMENTS).
         const replay =
-          unverified !== undefined &&
           !dry_run &&
           idempotencyKey !== undefined &&
           (await deps.store.holdsIdempotencyKey(organizationId, idempotencyKey, deps.now()));
-        if (unverified !== undefined && !replay) throw new ApiError(422, unverified);
+        if (!replay && refused !== undefined) throw new ApiError(400, refused);
+        if (!replay && unverified !== undefined) throw new ApiError(422, unverified);
       }
       return answerSend(c, deps, {
         label: channel.label,
         dryRun: dry_run,
         idempotencyKey,
         content,
+        measures: channel.measures?.(content),
         retryEnabled: request.retry_enabled,
         notificationType: request.notification_type,
       });
