@@ -1,8 +1,18 @@
+import { createECDH } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messageEvents } from "../../../db/schema.js";
 import { createApp } from "../../../src/api/app.js";
-import { countMessages, createHarness, expectError, onboard, sendSms } from "../../support/harness.js";
+import { acceptMessage } from "../../../src/messages/accept.js";
+import {
+  countMessages,
+  createHarness,
+  expectError,
+  getMessage,
+  onboard,
+  sendNotification,
+  sendSms,
+} from "../../support/harness.js";
 import { fetchDocument, responseChecker } from "../../support/openapi.js";
 
 /**
@@ -24,6 +34,11 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 const SMS = "/api/v1/notifications/sms";
+const PUSH_KEY = (() => {
+  const ecdh = createECDH("prime256v1");
+  ecdh.generateKeys();
+  return ecdh.getPublicKey().toString("base64url");
+})();
 const sms = (body: string) => ({ payload: { to: "+14155550100", body } });
 
 async function accepted(response: Response) {
@@ -86,6 +101,72 @@ describe("POST /api/v1/notifications/sms: segments and encoding", () => {
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(await accepted(replay)).toEqual(first);
     expect(first).toMatchObject({ segments: 1, encoding: "UCS-2" });
+  });
+});
+
+describe("the record: top-level segments and encoding", () => {
+  const record = async (id: string) => {
+    const response = await getMessage(h, apiKey, id);
+    expect(response.status).toBe(200);
+    await expectDocumented(response, "get", "/api/v1/messages/{message_id}");
+    return (await response.json()) as { segments: number | null; encoding: string | null };
+  };
+
+  it("given an SMS, then GET and the listing show what the 202 said", async () => {
+    const answer = await accepted(await sendSms(h, apiKey, sms(`${"Ж".repeat(100)} 😀`)));
+    expect(answer).toMatchObject({ segments: 2, encoding: "UCS-2" });
+    expect(await record(answer.request_id)).toMatchObject({ segments: 2, encoding: "UCS-2" });
+
+    const listing = await h.app.request("/api/v1/messages?limit=100", { headers: { "x-api-key": apiKey } });
+    expect(listing.status).toBe(200);
+    await expectDocumented(listing, "get", "/api/v1/messages");
+    const { messages } = (await listing.json()) as {
+      messages: Array<{ message_id: string; segments: number | null; encoding: string | null }>;
+    };
+    expect(messages.find((m) => m.message_id === answer.request_id)).toMatchObject({
+      segments: 2,
+      encoding: "UCS-2",
+    });
+  });
+
+  it("given a push notification, then its 202 is unchanged and its record's segments and encoding are null", async () => {
+    const response = await sendNotification(h, "push", apiKey, {
+      payload: {
+        to: {
+          endpoint: "https://push.simulator.notify.test/ok",
+          keys: { p256dh: PUSH_KEY, auth: "AAAAAAAAAAAAAAAAAAAAAA" },
+        },
+        title: "Shipped",
+        body: "It arrives Tuesday",
+      },
+    });
+    expect(response.status, await response.clone().text()).toBe(202);
+    const body = (await response.json()) as { request_id: string };
+    expect(Object.keys(body)).toEqual(["message", "request_id"]);
+    expect(await record(body.request_id)).toMatchObject({ segments: null, encoding: null });
+  });
+
+  it("given an SMS accepted before segments were counted (its event has neither field), then its record says null", async () => {
+    const organization = await onboard(h);
+    const { messageId } = (await acceptMessage(h.deps, {
+      organization: {
+        id: organization.id,
+        productId: organization.productId,
+        name: organization.name,
+        active: true,
+      },
+      content: { channel: "sms", recipient: "+14155550100", sender: "ACME", body: "from before" },
+      retryEnabled: true,
+      notificationType: undefined,
+    })) as { messageId: string };
+    const [event] = await h.db.select().from(messageEvents).where(eq(messageEvents.messageId, messageId));
+    expect(event?.data).not.toHaveProperty("segments");
+    const response = await getMessage(h, organization.apiKey, messageId);
+    expect(await response.json()).toMatchObject({
+      segments: null,
+      encoding: null,
+      payload: { message: "from before" },
+    });
   });
 });
 

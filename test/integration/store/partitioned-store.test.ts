@@ -160,7 +160,14 @@ describe("the migration to partitioned tables", () => {
     expect(before.records).toHaveLength(FILLER + HISTORY_DAYS + 5);
     const after = await snapshot();
     expect(after.events).toEqual(before.events);
-    expect(after.records).toEqual(before.records);
+    // The database is migrated to the last migration: the records' columns added after the
+    // partitioning (0019's segments and encoding) are null on every row that was there before it.
+    const LATER_COLUMNS = ["segments", "encoding"];
+    for (const record of after.records) for (const column of LATER_COLUMNS) expect(record[column]).toBeNull();
+    const withoutLater = after.records.map((record) =>
+      Object.fromEntries(Object.entries(record).filter(([column]) => !LATER_COLUMNS.includes(column))),
+    );
+    expect(withoutLater).toEqual(before.records);
   });
 
   it("puts each recent message in its day's partition, older ones in one history partition, others in the default one", async () => {
