@@ -1,8 +1,8 @@
 /**
  * What counting an SMS body's segments costs the accept path (docs/decisions/0043): Twilio's own
- * calculator (`sms-segments-calculator`) against the one-pass count `smsSegments` uses for bodies
- * of GSM-7 characters only, for the bodies the API mostly sees. A UCS-2 body goes to the library
- * either way: its two lines should agree.
+ * calculator (`sms-segments-calculator`) against `smsSegments`, which counts in one pass the bodies
+ * of GSM-7 characters only and the UCS-2 ones whose characters are each a grapheme of their own,
+ * for the bodies the API mostly sees.
  * Usage: `npx tsx bench/micro/sms-segments.ts`
  */
 import { librarySegments, smsSegments } from "../../src/channels/sms/segments.js";

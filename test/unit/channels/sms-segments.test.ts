@@ -1,6 +1,7 @@
 import fc from "fast-check";
+import { SegmentedMessage } from "sms-segments-calculator";
 import { describe, expect, it } from "vitest";
-import { librarySegments, smsSegments } from "../../../src/channels/sms/segments.js";
+import { librarySegments, STANDALONE_UCS2_RANGES, smsSegments } from "../../../src/channels/sms/segments.js";
 
 /**
  * An SMS body's encoding and segment count, against Twilio's documented rules and examples
@@ -153,5 +154,54 @@ describe("smsSegments agrees with Twilio's calculator", () => {
 
   it("for random Unicode text", () => {
     property(fc.string({ unit: "grapheme", maxLength: 200 }));
+  });
+
+  const standalone = fc
+    .constantFrom(...STANDALONE_UCS2_RANGES)
+    .chain(([first, last]) => fc.integer({ min: first, max: last }))
+    .map((codePoint) => String.fromCodePoint(codePoint));
+  /** Characters that join their neighbours into one grapheme: left to the calculator. */
+  const joining = fc.constantFrom(
+    "\u0301", // combining acute accent
+    "\u200d", // zero-width joiner
+    "\ufe0f", // variation selector 16
+    "\u{1f3fd}", // emoji modifier (skin tone)
+    "\u{1f1eb}\u{1f1f7}", // a flag: two regional indicators
+    "\u0e31", // Thai vowel sign
+    "\u1100", // Hangul leading jamo
+    "\u0600", // Arabic prepended number sign
+  );
+
+  it("for random strings of characters that are graphemes of their own (the one-pass UCS-2 count)", () => {
+    property(
+      fc
+        .array(fc.oneof({ arbitrary: standalone, weight: 5 }, gsm), { maxLength: 300 })
+        .map((chars) => chars.join("")),
+    );
+  });
+
+  it("for such strings with joining characters mixed in (the calculator's)", () => {
+    property(
+      fc
+        .array(fc.oneof({ arbitrary: standalone, weight: 20 }, { arbitrary: gsm, weight: 5 }, joining), {
+          maxLength: 300,
+        })
+        .map((chars) => chars.join("")),
+    );
+  });
+
+  it("for every character the one-pass UCS-2 count takes: the calculator splits it off as a grapheme of its own", () => {
+    const joined: string[] = [];
+    for (const [first, last] of STANDALONE_UCS2_RANGES) {
+      for (let codePoint = first; codePoint <= last; codePoint++) {
+        const char = String.fromCodePoint(codePoint);
+        // Before and after a letter, itself, and an emoji that takes modifiers: six graphemes
+        // unless it extends, prepends, pairs with itself or modifies (CR and LF are split apart
+        // by the calculator itself).
+        const graphemes = new SegmentedMessage(`a${char}${char}\u{1f44d}${char}a`).graphemes;
+        if (graphemes.length !== 6) joined.push(codePoint.toString(16));
+      }
+    }
+    expect(joined).toEqual([]);
   });
 });
