@@ -131,6 +131,13 @@ export const messages = pgTable(
     /** E-mail subject, push title; null for SMS. */
     subject: text("subject"),
     templateFields: jsonb("template_fields"),
+    /**
+     * What acceptance measured of an SMS body, in clear (docs/decisions/0043): how many segments
+     * it is sent as, and in which alphabet (src/channels/sms/content.ts's SMS_ENCODINGS). Null for
+     * e-mail and push, and for an SMS accepted before they were counted.
+     */
+    segments: smallint("segments"),
+    encoding: text("encoding").$type<"GSM-7" | "UCS-2">(),
     retryEnabled: boolean("retry_enabled").notNull(),
     retryCount: integer("retry_count").notNull(),
     /** Sequence number of the last event folded in. */

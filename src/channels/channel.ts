@@ -5,6 +5,7 @@ import type { MessageContent, RejectedReason } from "../domain/events.js";
 import type { SenderClaim } from "../domain/senders.js";
 import type { Config } from "../runtime/config.js";
 import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
+import type { SmsEncoding } from "./sms/content.js";
 
 /**
  * What a channel is, for the code that handles every channel alike: the send route builds its
@@ -24,8 +25,8 @@ export interface Channel<
   readonly route: { path: string; summary: string; description: string };
   /** The send request's `payload`: the channel's request schema. */
   readonly payload: P;
-  /** Why a valid payload is refused all the same (a 400), when the configuration forbids it. */
-  refuse?(payload: z.output<P>, config: Config): string | undefined;
+  /** Why a valid request's content is refused all the same (a 400), when the configuration forbids it. */
+  refuse?(content: ContentOf<N>, config: Config): string | undefined;
   /**
    * What the content is sent as, when that must be one of the organization's verified senders
    * (docs/decisions/0033); undefined when it is the platform's own (SMS_DEFAULT_SENDER, VAPID_SUBJECT).
@@ -35,6 +36,13 @@ export interface Channel<
   content(payload: z.output<P>, config: Config): ContentOf<N>;
   /** The record's channel columns: `payload.message`, `payload.subject`, `payload.template_fields`. */
   record(message: MessageOf<N>): RecordColumns;
+  /**
+   * What acceptance measured of the content (an SMS's segments and encoding, docs/decisions/0043),
+   * kept in clear beside it: the record's `segments` and `encoding`, and fields of the 202.
+   * Undefined for a message accepted before they were measured; a channel that measures nothing
+   * has no such method.
+   */
+  measures?(content: ContentOf<N>): Measures | undefined;
   /**
    * Gets a message ready for the channel's provider, or says why it never can be. Throws only
    * when the database does, or something else worth retrying.
@@ -53,9 +61,23 @@ export type MessageOf<N extends ChannelName> = Extract<MessageContent, { channel
 export type ContentOf<N extends ChannelName> = N extends ChannelName
   ? Omit<
       MessageOf<N>,
-      "id" | "organizationId" | "productId" | "priority" | "notificationType" | "retryEnabled" | "expiresAt"
+      | "id"
+      | "organizationId"
+      | "productId"
+      | "priority"
+      | "notificationType"
+      | "retryEnabled"
+      | "sendAt"
+      | "expiresAt"
     >
   : never;
+
+/** What acceptance measures of a content: only an SMS's are, so far. */
+export interface Measures {
+  /** How many segments (messages billed) the body is sent as. */
+  segments: number;
+  encoding: SmsEncoding;
+}
 
 /** The `messages` columns whose meaning depends on the channel. */
 export interface RecordColumns {

@@ -289,6 +289,9 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
             attempt: command.attempt,
             provider: outcome.provider,
             providerMessageId: outcome.providerMessageId,
+            // Only when the provider said: the events of the others keep their shape.
+            ...(outcome.price && { price: outcome.price }),
+            ...(outcome.segments !== undefined && { segments: outcome.segments }),
           },
         },
       ],

@@ -16,11 +16,28 @@ export interface DeliveryError {
   retryAfterMs?: number;
 }
 
+/** What a provider charges for a message, as it said it (docs/decisions/0043). */
+export interface Price {
+  /** A decimal number as the provider wrote it: Twilio's are negative, a charge ("-0.00750"). */
+  amount: string;
+  /** ISO 4217 code ("USD"). */
+  currency: string;
+}
+
 /**
  * `error.message` is ours: fixed text that quotes nothing the provider answered (tenants read it
  * in the message's history). What the provider said, if anything (its reply text, a header, which
- * address failed), is `detail`, for the worker's log only; no event ever records it.
+ * address failed), is `detail`, for the worker's log only; no event ever records it. A success
+ * may carry what the provider charges (`price`) and how many segments it counted (`segments`),
+ * when it said so in a form checked to be only that.
  */
 export type DeliveryOutcome =
-  | { ok: true; provider: string; providerMessageId: string; detail?: string }
+  | {
+      ok: true;
+      provider: string;
+      providerMessageId: string;
+      price?: Price;
+      segments?: number;
+      detail?: string;
+    }
   | { ok: false; provider: string; error: DeliveryError; detail?: string };

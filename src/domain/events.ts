@@ -1,4 +1,4 @@
-import type { DeliveryError } from "./delivery-outcome.js";
+import type { DeliveryError, Price } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 import type { DelayData, ReceiptData } from "./receipts.js";
 import type { SuppressionEntry } from "./suppression.js";
@@ -113,7 +113,15 @@ export type MessageEvent =
       type: "success";
       retryCount: number;
       occurredAt: string;
-      data: { attempt: number; provider: string; providerMessageId: string };
+      data: {
+        attempt: number;
+        provider: string;
+        providerMessageId: string;
+        /** What the provider charges, when it said at once (Twilio often says only later). */
+        price?: Price;
+        /** How many segments the provider counted, when it said (an SMS through Twilio). */
+        segments?: number;
+      };
     }
   | {
       type: "failed";

@@ -1,4 +1,5 @@
 import { hash } from "node:crypto";
+import type { Measures } from "../channels/channel.js";
 import { decide } from "../domain/decide.js";
 import type { MessageContent } from "../domain/events.js";
 import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "../domain/priority.js";
@@ -113,15 +114,27 @@ function pendingAccept(deps: Pick<AcceptDeps, "now" | "newId">, request: AcceptR
   };
 }
 
+/** What acceptance measured of a content (an SMS's segments and encoding), which no request hash includes. */
+const MEASURED: ReadonlySet<string> = new Set<keyof Measures>(["segments", "encoding"]);
+
 /**
  * What the message will be, defaults applied, hashed: the same key with the same hash replays.
- * (Object.assign, not a leading spread, which V8 builds slowly; the key order must not change,
- * or the keys held across an upgrade would no longer replay.)
+ * What was measured of the content is left out: it follows from what is hashed (an SMS's body),
+ * and the keys held across the upgrade that began measuring it must still replay. (No leading
+ * spread, which V8 builds slowly; the key order must not change, for the same reason.)
  */
-function requestHash({ content, retryEnabled, notificationType, sendAt }: AcceptRequest): string {
+export function requestHash({
+  content,
+  retryEnabled,
+  notificationType,
+  sendAt,
+}: Pick<AcceptRequest, "content" | "retryEnabled" | "notificationType" | "sendAt">): string {
+  const hashed: Record<string, unknown> = {};
+  const fields = content as unknown as Record<string, unknown>;
+  for (const name in fields) if (!MEASURED.has(name)) hashed[name] = fields[name];
+  hashed.retryEnabled = retryEnabled;
+  hashed.notificationType = notificationType;
   // `sendAt` only when there is one: the hashes of unscheduled sends stay what they were.
-  const fields = sendAt
-    ? { retryEnabled, notificationType, sendAt: sendAt.toISOString() }
-    : { retryEnabled, notificationType };
-  return hash("sha256", JSON.stringify(Object.assign({}, content, fields)), "hex");
+  if (sendAt) hashed.sendAt = sendAt.toISOString();
+  return hash("sha256", JSON.stringify(hashed), "hex");
 }

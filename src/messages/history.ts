@@ -78,6 +78,23 @@ export const historyEntry = z
       attempt,
       provider: z.string(),
       provider_message_id: z.string(),
+      price: z
+        .object({
+          amount: z.string().meta({
+            description:
+              "A decimal number as the provider wrote it; Twilio's are negative, a charge (`-0.00750`)",
+          }),
+          currency: z.string().meta({ description: "ISO 4217 (`USD`)" }),
+        })
+        .optional()
+        .meta({
+          description:
+            "Only when the provider said at once what it charges (Twilio: the Message resource's `price` and `price_unit`, most often not known yet when it answers)",
+        }),
+      segments: z.int().min(1).optional().meta({
+        description:
+          "Only when the provider said how many segments it counted (Twilio's `num_segments`); the record's `segments` is the service's own count",
+      }),
     }),
     z.object({
       ...common,
@@ -167,8 +184,16 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
       };
     }
     case "success": {
-      const { attempt, provider, providerMessageId } = event.data;
-      return { ...common, type: "success", attempt, provider, provider_message_id: providerMessageId };
+      const { attempt, provider, providerMessageId, price, segments } = event.data;
+      return {
+        ...common,
+        type: "success",
+        attempt,
+        provider,
+        provider_message_id: providerMessageId,
+        ...(price && { price: { amount: price.amount, currency: price.currency } }),
+        ...(segments !== undefined && { segments }),
+      };
     }
     case "failed": {
       const { reason, attempt, error } = event.data;

@@ -169,6 +169,12 @@ export const configSchema = z.object({
   ADMIN_PASSWORD: optionalString,
   SMS_PROVIDER: z.enum(["simulator", "twilio"]).optional(),
   SMS_DEFAULT_SENDER: z.string().min(1).default("Notify"),
+  /**
+   * The most segments (messages billed) one SMS may take: a longer body is refused with a 400
+   * that says how many it needs (docs/decisions/0043). 10 segments are 1,530 GSM-7 characters or
+   * 670 UCS-2 units.
+   */
+  SMS_MAX_SEGMENTS: int(1, 100).default(10),
   TWILIO_ACCOUNT_SID: optionalString,
   TWILIO_AUTH_TOKEN: optionalString,
   TWILIO_BASE_URL: z.url().default("https://api.twilio.com"),

@@ -24,11 +24,18 @@ import { type DataKey, DataKeys } from "./data-keys.js";
  * not open.
  */
 
-/** The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
- * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both, but
- * for a field no content from before encryption can have (`sendAt`: every scheduled message was
- * sealed when accepted, so none is ever sealed afterwards). */
-const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
+/** A field of any channel's content. */
+type ContentField = MessageContent extends infer C ? (C extends unknown ? keyof C : never) : never;
+
+/**
+ * The content fields stored in clear. Every other field, including any a new channel adds, is sealed.
+ * Migration 0009 (the append-only trigger's sealing exception) lists them too: change both. (An
+ * SMS's `segments` and `encoding`, what acceptance measured of its body, are not personal data
+ * and stay in clear too (decision 0043), as does a scheduled send's `sendAt` (decision 0044); that
+ * list lacks them on purpose: it is for the events written before encryption, which none of them
+ * carries.)
+ */
+const CLEAR_FIELDS: ReadonlySet<string> = new Set<ContentField>([
   "id",
   "organizationId",
   "productId",
@@ -39,6 +46,8 @@ const CLEAR_FIELDS: ReadonlySet<string> = new Set<keyof MessageContent>([
   "sender",
   "sendAt",
   "expiresAt",
+  "segments",
+  "encoding",
 ]);
 
 const FORMAT_VERSION = 1;

@@ -7,6 +7,8 @@ export type MessageRow = typeof messages.$inferSelect;
 
 /** The record's content columns of a content stored sealed: all in `content_enc`. */
 const SEALED_COLUMNS = { body: null, subject: null, templateFields: null } as const;
+/** What was measured of a content that is not measured (e-mail, push) or was not yet (decision 0043). */
+const NOT_MEASURED = { segments: null, encoding: null } as const;
 
 /**
  * The `messages` row for a state: a pure function of the state, so a rebuild from events gives
@@ -17,6 +19,9 @@ export function toMessageRow(state: MessageState): MessageRow {
   if (state.status === "initial") throw new Error("no record for a message that was never accepted");
   const { message } = state;
   const stored = storedContentOf(message);
+  const channel = channelNamed(message.channel);
+  // Kept in clear, so there whether the content is sealed, erased or not opened (the rebuild).
+  const measured = channel.measures?.(message) ?? NOT_MEASURED;
   return {
     messageId: message.id,
     organizationId: message.organizationId,
@@ -41,7 +46,9 @@ export function toMessageRow(state: MessageState): MessageRow {
     updatedAt: new Date(state.updatedAt),
     contentEnc: stored ? stored.sealed : null,
     recipientKeys: stored ? stored.recipientKeys : null,
+    segments: measured.segments,
+    encoding: measured.encoding,
     // The channel's own columns: `payload.message`, `payload.subject`, `payload.template_fields`.
-    ...(stored ? SEALED_COLUMNS : channelNamed(message.channel).record(message)),
+    ...(stored ? SEALED_COLUMNS : channel.record(message)),
   };
 }

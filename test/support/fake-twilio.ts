@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { SegmentedMessage } from "sms-segments-calculator";
 import twilio from "twilio";
 
 /**
@@ -26,6 +27,11 @@ export class FakeTwilio {
   readonly sent: SentSms[] = [];
   /** Runs before the 201 is answered (a callback that beats our own record of the success). */
   beforeAnswer: ((sms: SentSms) => Promise<void>) | undefined;
+  /**
+   * The Message resource's `price` in the 201: null, as Twilio nearly always answers a creation
+   * (the price is filled in once the message is sent), or a charge such as "-0.00750".
+   */
+  price: string | null = null;
   readonly #server: Server;
   readonly #publicBaseUrl: string;
   #app: InProcessApp | undefined;
@@ -66,7 +72,35 @@ export class FakeTwilio {
     this.sent.push(sms);
     await this.beforeAnswer?.(sms);
     res.writeHead(201, { "Content-Type": "application/json" });
-    res.end(JSON.stringify({ sid: sms.sid, status: "queued" }));
+    res.end(JSON.stringify(this.messageResource(sms)));
+  }
+
+  /** The Message resource Twilio answers a creation with (its fields as strings, as Twilio's are). */
+  messageResource(sms: SentSms) {
+    const body = sms.fields.Body ?? "";
+    const now = new Date().toUTCString().replace("GMT", "+0000");
+    return {
+      account_sid: TWILIO_ACCOUNT_SID,
+      api_version: "2010-04-01",
+      body,
+      date_created: now,
+      date_sent: null,
+      date_updated: now,
+      direction: "outbound-api",
+      error_code: null,
+      error_message: null,
+      from: sms.fields.From ?? null,
+      messaging_service_sid: null,
+      num_media: "0",
+      // Twilio's own count, by its own calculator.
+      num_segments: String(new SegmentedMessage(body).segmentsCount),
+      price: this.price,
+      price_unit: "USD",
+      sid: sms.sid,
+      status: "queued",
+      to: sms.fields.To ?? null,
+      uri: `/2010-04-01/Accounts/${TWILIO_ACCOUNT_SID}/Messages/${sms.sid}.json`,
+    };
   }
 
   /** The SMS Twilio was asked to send to `to` (the first). */

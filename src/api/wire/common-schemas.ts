@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { SMS_ENCODINGS } from "../../channels/sms/content.js";
 import { NOTIFICATION_TYPES } from "../../domain/priority.js";
 
 // No `i` flag: the pattern goes into the OpenAPI document, where JSON Schema has no flags.
@@ -63,3 +64,13 @@ export const sendAtField = z.iso
     description:
       "Schedules the send: no attempt starts before this instant (RFC 3339 with an offset; not in the past, at most 35 days ahead). The message is accepted at once and waits in the database; the tier's time-to-live counts from it. Cancel it before then with `POST /api/v1/messages/{message_id}/cancel`",
   });
+
+/** What acceptance measured of an SMS body (docs/decisions/0043), as the 202 and the record show it. */
+export const smsSegmentsField = z.int().min(1).meta({
+  description:
+    "SMS: how many segments (messages billed) the body is sent as: one of up to 160 GSM-7 septets or 70 UCS-2 units; a longer body in parts of 153 or 67",
+});
+export const smsEncodingField = z.enum(SMS_ENCODINGS).meta({
+  description:
+    "SMS: `GSM-7` when every character is in the GSM 03.38 alphabet (`€ [ ] { } \\ ^ ~ |` count two septets), else `UCS-2` (an emoji counts two units)",
+});

@@ -3,6 +3,7 @@ import { CHANNELS, FAILED_REASONS, REJECTED_REASONS, STATUSES } from "../../doma
 import { PRIORITY_TIERS } from "../../domain/priority.js";
 import { DELIVERY_STATES } from "../../domain/receipts.js";
 import type { MessageRow } from "../../store/projection.js";
+import { smsEncodingField, smsSegmentsField } from "./common-schemas.js";
 
 const timestamp = z.iso.datetime().meta({ description: "ISO 8601, UTC" });
 
@@ -51,6 +52,14 @@ export const messageRecord = z
     }),
     sender_id: z.string().meta({
       description: "SMS the sender id; e-mail `from_email`; push the VAPID subject (`VAPID_SUBJECT`)",
+    }),
+    segments: smsSegmentsField.nullable().meta({
+      description:
+        "SMS: how many segments (messages billed) the body is sent as, counted at acceptance (one of up to 160 GSM-7 septets or 70 UCS-2 units; a longer body in parts of 153 or 67). Null for e-mail and push, and for an SMS accepted before segments were counted. Kept when the content is erased",
+    }),
+    encoding: smsEncodingField.nullable().meta({
+      description:
+        "SMS: `GSM-7`, or `UCS-2` when one character is outside the GSM 03.38 alphabet. Null as `segments` is",
     }),
     retry_count: z.int().min(0),
     created_at: timestamp,
@@ -107,6 +116,8 @@ export function toMessageRecord(row: MessageRow): MessageRecord {
     product_id: row.productId,
     receiver_id: row.recipient,
     sender_id: row.sender,
+    segments: row.segments,
+    encoding: row.encoding,
     retry_count: row.retryCount,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),

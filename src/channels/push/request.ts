@@ -107,9 +107,9 @@ export function hostAllowed(endpoint: URL, allowed: readonly string[] | null): b
   });
 }
 
-/** A payload the schema accepts is refused all the same when its push service is not allowed. */
-export function refusePush(payload: z.output<typeof pushPayload>, config: Config): string | undefined {
-  const endpoint = new URL(payload.to.endpoint);
+/** A content the schema accepted is refused all the same when its push service is not allowed. */
+export function refusePush(content: ContentOf<"push">, config: Config): string | undefined {
+  const endpoint = new URL(content.recipient);
   if (hostAllowed(endpoint, config.PUSH_ENDPOINT_HOSTS)) return undefined;
   return `payload.to.endpoint: ${endpoint.host} is not an allowed push service (PUSH_ENDPOINT_HOSTS)`;
 }

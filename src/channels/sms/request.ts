@@ -2,8 +2,9 @@ import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { z } from "zod";
 import type { SenderClaim } from "../../domain/senders.js";
 import type { Config } from "../../runtime/config.js";
-import type { ContentOf } from "../channel.js";
+import type { ContentOf, Measures } from "../channel.js";
 import { payloadObjectError } from "../request.js";
+import { smsSegments } from "./segments.js";
 
 /**
  * A phone number in international format (a leading + and the country code), normalised to E.164.
@@ -69,20 +70,48 @@ export const smsPayload = z.strictObject(
       .string({ error: "must be a string" })
       .max(1600, "must be at most 1600 characters")
       .refine((v) => v.trim().length > 0, "must not be empty")
-      .meta({ description: "The text: 1-1600 characters, not blank", minLength: 1, pattern: "\\S" }),
+      .meta({
+        description:
+          "The text: 1-1600 characters, not blank, and at most `SMS_MAX_SEGMENTS` segments (default 10: 1,530 GSM-7 characters, 670 UCS-2 units)",
+        minLength: 1,
+        pattern: "\\S",
+      }),
     sender: smsSender.optional(),
   },
   payloadObjectError,
 );
 
-/** The message's content: the sender, when the request names none, is `SMS_DEFAULT_SENDER`. */
+/**
+ * The message's content: the sender, when the request names none, is `SMS_DEFAULT_SENDER`; the
+ * body's segments and encoding are counted here, once (they come last: see `requestHash`).
+ */
 export function smsContent(payload: z.output<typeof smsPayload>, config: Config): ContentOf<"sms"> {
+  const { segments, encoding } = smsSegments(payload.body);
   return {
     channel: "sms",
     recipient: payload.to,
     sender: payload.sender ?? config.SMS_DEFAULT_SENDER,
     body: payload.body,
+    segments,
+    encoding,
   };
+}
+
+/** The segments and encoding counted at acceptance; undefined for a message accepted before they were. */
+export function smsMeasures(content: ContentOf<"sms">): Measures | undefined {
+  const { segments, encoding } = content;
+  return segments === undefined || encoding === undefined ? undefined : { segments, encoding };
+}
+
+/** A body that needs more than `SMS_MAX_SEGMENTS` segments is refused, saying how many it needs. */
+export function refuseSms(content: ContentOf<"sms">, config: Config): string | undefined {
+  // Every content smsContent made is counted; one that is not would be counted now.
+  const { segments, encoding } = smsMeasures(content) ?? smsSegments(content.body);
+  if (segments <= config.SMS_MAX_SEGMENTS) return undefined;
+  return (
+    `payload.body needs ${segments} segments (${encoding}); ` +
+    `at most ${config.SMS_MAX_SEGMENTS} are allowed (SMS_MAX_SEGMENTS)`
+  );
 }
 
 /** The sender to verify: any but the platform's own default, which every organization may use. */

@@ -36,6 +36,8 @@ describe("GET /api/v1/messages/{message_id}", () => {
         "receiver_id",
         "retry_count",
         "send_at",
+        "segments",
+        "encoding",
         "sender_id",
         "status",
         "status_reason",
@@ -54,6 +56,8 @@ describe("GET /api/v1/messages/{message_id}", () => {
       product_id: org.productId,
       receiver_id: "+14155550100",
       sender_id: "ACME",
+      segments: 1,
+      encoding: "GSM-7",
       retry_count: 0,
     });
     expect(new Date(record.created_at as string).toISOString()).toBe(record.created_at);

@@ -62,6 +62,7 @@ describe("POST /api/v1/notifications/sms/batch", () => {
     ];
     const results = await resultsOf(await batch(h, "sms", org.apiKey, items));
     expect(results.map((r) => r.status)).toEqual([202, 400, 400, 202, 400, 400, 400, 202]);
+    expect(results[0]).toMatchObject({ segments: 1, encoding: "GSM-7" });
     expect(results[1]?.error).toMatch(/payload\.to/);
     expect(results[2]?.error).toMatch(/surprise/);
     expect(results[4]?.error).toMatch(/send_at is in the past/);
@@ -105,10 +106,17 @@ describe("POST /api/v1/notifications/sms/batch", () => {
         item,
       ]),
     );
+    const replayed = {
+      status: 202,
+      request_id: first?.request_id,
+      replayed: true,
+      segments: 1,
+      encoding: "GSM-7",
+    };
     expect(again).toEqual([
-      { status: 202, request_id: first?.request_id, replayed: true },
+      replayed,
       { status: 422, error: expect.stringMatching(/idempotency_key/) },
-      { status: 202, request_id: first?.request_id, replayed: true },
+      replayed,
     ]);
   });
 

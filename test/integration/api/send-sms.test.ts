@@ -247,7 +247,8 @@ describe("POST /api/v1/notifications/sms", () => {
     const response = await sendSms(h, apiKey, valid, {}, "?dry_run=true");
     expect(response.status).toBe(200);
     const body = (await response.json()) as Record<string, unknown>;
-    expect(Object.keys(body)).toEqual(["message"]);
+    // The spec's `{ message }`, with what the body costs to send (docs/decisions/0043).
+    expect(Object.keys(body)).toEqual(["message", "segments", "encoding"]);
     expect(await countMessages(h, organizationId)).toBe(before);
     await expectError(
       await sendSms(h, apiKey, { payload: { to: "nope", body: "x" } }, {}, "?dry_run=true"),

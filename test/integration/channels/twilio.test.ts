@@ -46,6 +46,24 @@ function sendTwilioError(
 const queued: Scenario = (_req, res) =>
   sendJson(res, 201, { sid: "SM1234567890abcdef1234567890abcdef", status: "queued" });
 
+/** Twilio's Message resource as a 201 carries it (every count and amount a string), with `fields` over it. */
+function messageResource(req: ReceivedRequest, fields: Record<string, unknown>) {
+  return {
+    account_sid: ACCOUNT_SID,
+    api_version: "2010-04-01",
+    body: req.fields.Body,
+    direction: "outbound-api",
+    error_code: null,
+    error_message: null,
+    from: req.fields.From,
+    num_media: "0",
+    sid: "SM1234567890abcdef1234567890abcdef",
+    status: "queued",
+    to: req.fields.To,
+    ...fields,
+  };
+}
+
 /** A stand-in for Twilio's Messages endpoint on 127.0.0.1, recording what it was sent. */
 class FakeTwilio {
   readonly requests: ReceivedRequest[] = [];
@@ -186,6 +204,52 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
   });
 
   it("a 201 with a sid is a success carrying that sid", async () => {
+    expect(await send()).toStrictEqual({
+      ok: true,
+      provider: "twilio",
+      providerMessageId: "SM1234567890abcdef1234567890abcdef",
+    });
+  });
+
+  it("a 201 whose Message resource has a price carries it, its currency and Twilio's segment count", async () => {
+    twilio.scenario = (req, res) =>
+      sendJson(res, 201, messageResource(req, { price: "-0.00750", price_unit: "USD", num_segments: "2" }));
+    expect(await send()).toStrictEqual({
+      ok: true,
+      provider: "twilio",
+      providerMessageId: "SM1234567890abcdef1234567890abcdef",
+      price: { amount: "-0.00750", currency: "USD" },
+      segments: 2,
+    });
+  });
+
+  it("a 201 whose price is null, as Twilio answers a creation as a rule, carries no price", async () => {
+    twilio.scenario = (req, res) =>
+      sendJson(res, 201, messageResource(req, { price: null, price_unit: "USD", num_segments: "1" }));
+    expect(await send()).toStrictEqual({
+      ok: true,
+      provider: "twilio",
+      providerMessageId: "SM1234567890abcdef1234567890abcdef",
+      segments: 1,
+    });
+  });
+
+  it.each([
+    ["a price that is not a decimal number", { price: "0.0075 USD", price_unit: "USD" }],
+    ["a price in exponent form", { price: "1e9", price_unit: "USD" }],
+    ["a price as a JSON number", { price: -0.0075, price_unit: "USD" }],
+    ["a currency that is not an ISO 4217 code", { price: "-0.00750", price_unit: "<b>USD</b>" }],
+    ["no currency", { price: "-0.00750", price_unit: null }],
+    ["a count of 0 (a Messaging Service, before it picks a sender)", { num_segments: "0" }],
+    ["a count that is not one", { num_segments: "two" }],
+    ["a count as a JSON number", { num_segments: 2 }],
+  ])("%s is left out: only what is checked to be a price or a count is recorded", async (_, fields) => {
+    twilio.scenario = (req, res) =>
+      sendJson(
+        res,
+        201,
+        messageResource(req, { price: null, price_unit: null, num_segments: null, ...fields }),
+      );
     expect(await send()).toStrictEqual({
       ok: true,
       provider: "twilio",

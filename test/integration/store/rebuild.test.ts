@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../../db/schema.js";
 import type { Channel } from "../../../src/domain/events.js";
 import type { ReceiptState } from "../../../src/domain/receipts.js";
+import { acceptMessage } from "../../../src/messages/accept.js";
 import { recordDelay, recordReceipt } from "../../../src/messages/receipts.js";
 import type { StoredEvent } from "../../../src/store/events.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
@@ -36,9 +37,12 @@ const PUSH_KEY = (() => {
   return ecdh.getPublicKey().toString("base64url");
 })();
 const TYPES = [undefined, "OTP", "DEPENDENCY_FAILURE", "EVENT_REMINDER", "NEWS_UPDATE"];
+/** Bodies of every shape the record's segments and encoding take (docs/decisions/0043). */
+const BODY_TAILS = ["", ` ${"€".repeat(90)}`, " 😀", ` ${"Ж".repeat(80)}`];
 
 let organizationIds: string[] = [];
 let messageIds: string[] = [];
+let uncounted = "";
 
 function snapshot() {
   return h.db
@@ -61,7 +65,11 @@ beforeAll(async () => {
         const organization = organizations[(round + r) % organizations.length];
         if (!organization) throw new Error("no organization");
         return sendSms(h, organization.apiKey, {
-          payload: { to, body: `mixed ${round} ${to} ${retryEnabled}`, sender: e ? "+14155550199" : "ACME" },
+          payload: {
+            to,
+            body: `mixed ${round} ${to} ${retryEnabled}${BODY_TAILS[(round + r + e) % BODY_TAILS.length]}`,
+            sender: e ? "+14155550199" : "ACME",
+          },
           retry_enabled: retryEnabled,
           ...(type ? { notification_type: type } : {}),
         });
@@ -116,8 +124,19 @@ beforeAll(async () => {
       return ((await response.json()) as { request_id: string }).request_id;
     }),
   );
+  const scheduledToCancel = messageIds.at(-1);
+  // And an SMS accepted before segments were counted: its accepted event has neither field.
+  const before = await acceptMessage(h.deps, {
+    organization: { id: first.id, productId: first.productId, name: first.name, active: true },
+    content: { channel: "sms", recipient: "+14155550100", sender: "ACME", body: "accepted before 0043" },
+    retryEnabled: true,
+    notificationType: undefined,
+  });
+  if (before.outcome !== "accepted") throw new Error("not accepted");
+  uncounted = before.messageId;
+  messageIds.push(uncounted);
 
-  const canceled = await h.app.request(`/api/v1/messages/${messageIds.at(-1)}/cancel`, {
+  const canceled = await h.app.request(`/api/v1/messages/${scheduledToCancel}/cancel`, {
     method: "POST",
     headers: { "x-api-key": first.apiKey },
   });
@@ -213,6 +232,23 @@ describe("projection rebuild", () => {
     expect(new Set(before.map((row) => row.priority))).toEqual(
       new Set(["critical", "high", "medium", "low"]),
     );
+    // Segments and encoding in every shape: SMS ones counted, the uncounted one's and the other
+    // channels' null.
+    expect(new Set(before.map((row) => `${row.channel} ${row.segments} ${row.encoding}`))).toEqual(
+      new Set([
+        "sms 1 GSM-7",
+        "sms 2 GSM-7",
+        "sms 1 UCS-2",
+        "sms 2 UCS-2",
+        "sms null null",
+        "email null null",
+        "push null null",
+      ]),
+    );
+    expect(before.find((row) => row.messageId === uncounted)).toMatchObject({
+      segments: null,
+      encoding: null,
+    });
 
     const written = await rebuildProjections(h.sql);
 

@@ -266,6 +266,40 @@ describe("pending -> success", () => {
     });
   });
 
+  it("a provider that says what it charges and how many segments it counted has both recorded with the success", () => {
+    const priced: DeliveryOutcome = {
+      ok: true,
+      provider: "twilio",
+      providerMessageId: "SM123",
+      price: { amount: "-0.00750", currency: "USD" },
+      segments: 2,
+    };
+    const events = given(historyWithAttemptInFlight(1))
+      .when(cmd.record(1, priced, 2 * SECOND))
+      .events();
+    expect(events).toEqual([
+      {
+        type: "success",
+        retryCount: 0,
+        occurredAt: iso(2 * SECOND),
+        data: {
+          attempt: 1,
+          provider: "twilio",
+          providerMessageId: "SM123",
+          price: { amount: "-0.00750", currency: "USD" },
+          segments: 2,
+        },
+      },
+    ]);
+  });
+
+  it("a provider that says neither adds neither field: the success keeps its shape", () => {
+    const [event] = given(historyWithAttemptInFlight(1))
+      .when(cmd.record(1, delivered, 2 * SECOND))
+      .events();
+    expect(Object.keys(event?.data ?? {})).toEqual(["attempt", "provider", "providerMessageId"]);
+  });
+
   it("success on attempt 3 carries retry_count 2", () => {
     const events = given(historyWithAttemptInFlight(3))
       .when(cmd.record(3, delivered, 31 * SECOND))

@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import type { Channel } from "../../../channels/channel.js";
+import type { Channel, Measures } from "../../../channels/channel.js";
 import { channels } from "../../../channels/index.js";
 import { ApiError, describeZodError } from "../../../http/errors.js";
 import { readJsonItems } from "../../../http/json-body.js";
@@ -17,7 +17,12 @@ import { type LimitState, limitHeaders } from "../../middleware/limit-headers.js
 import { bucketState } from "../../middleware/rate-limit.js";
 import type { QuotaTaken, SendLimits } from "../../middleware/send-limits.js";
 import { type AppContext, type AppDeps, defineRoute } from "../../types.js";
-import { dryRunQuery, idempotencyKeyHeader } from "../../wire/common-schemas.js";
+import {
+  dryRunQuery,
+  idempotencyKeyHeader,
+  smsEncodingField,
+  smsSegmentsField,
+} from "../../wire/common-schemas.js";
 import { checkSend, type SendRequest, sendBody } from "./send-route.js";
 
 /**
@@ -34,19 +39,27 @@ export const MAX_BATCH_BODY_BYTES = 4 * 1024 * 1024;
 
 /** One item's result: accepted (or replayed), valid (a dry run), or refused with its own status. */
 type ItemResult =
-  | { status: 202; request_id: string; replayed?: true }
-  | { status: 200; message: string }
+  | ({ status: 202; request_id: string; replayed?: true } & Partial<Measures>)
+  | ({ status: 200; message: string } & Partial<Measures>)
   | { status: 400 | 422 | 429 | 503; error: string; retry_after?: number };
+
+/** An SMS item's segments and encoding, as the single send's 202 says them (docs/decisions/0043). */
+const measured = { segments: smsSegmentsField.optional(), encoding: smsEncodingField.optional() };
 
 const itemResult = z.union([
   z.object({
+    ...measured,
     status: z.literal(202),
     request_id: z.uuid().meta({ description: "The message id: read it at /api/v1/messages/{message_id}" }),
     replayed: z.literal(true).optional().meta({
       description: "The item's `idempotency_key` was used before with the same body: its first answer",
     }),
   }),
-  z.object({ status: z.literal(200), message: z.string().meta({ description: "`?dry_run=true`: valid" }) }),
+  z.object({
+    ...measured,
+    status: z.literal(200),
+    message: z.string().meta({ description: "`?dry_run=true`: valid" }),
+  }),
   z.object({
     status: z.union([z.literal(400), z.literal(422), z.literal(429), z.literal(503)]),
     error: z.string(),
@@ -134,6 +147,7 @@ function batchRoute(channel: Channel) {
           results[index] = {
             status: 200,
             message: `${send.label} notification is valid; nothing was stored or sent (dry run)`,
+            ...send.measures,
           };
       } else if (sends.length > 0) {
         let accepted: ItemResult[];
@@ -148,8 +162,9 @@ function batchRoute(channel: Channel) {
           admitted.quota?.giveBack(sends.length);
           throw error;
         }
-        sends.forEach(({ index }, n) => {
-          results[index] = accepted[n] as ItemResult;
+        sends.forEach(({ index, send }, n) => {
+          const result = accepted[n] as ItemResult;
+          results[index] = result.status === 202 ? { ...result, ...send.measures } : result;
         });
         // Replays and conflicts took no message: their units of the quota go back.
         admitted.quota?.giveBack(

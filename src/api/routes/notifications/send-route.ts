@@ -1,6 +1,6 @@
 import { createRoute } from "@hono/zod-openapi";
 import { z } from "zod";
-import type { Channel } from "../../../channels/channel.js";
+import type { Channel, Measures } from "../../../channels/channel.js";
 import type { NotificationType } from "../../../domain/priority.js";
 import { refuseSendAt, scheduleHorizonMs } from "../../../domain/schedule.js";
 import { ApiError } from "../../../http/errors.js";
@@ -19,6 +19,8 @@ import {
   idempotencyKeyHeader,
   notificationType,
   sendAtField,
+  smsEncodingField,
+  smsSegmentsField,
 } from "../../wire/common-schemas.js";
 
 /**
@@ -44,7 +46,10 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
   description: string;
   body: B;
   acceptedMessage: string;
+  /** The channel measures its content (an SMS's segments and encoding): the answers say them. */
+  measured: boolean;
 }) {
+  const measures = options.measured ? { segments: smsSegmentsField, encoding: smsEncodingField } : {};
   return createRoute({
     method: "post",
     path: options.path,
@@ -74,12 +79,13 @@ export function sendRouteDefinition<B extends z.ZodType>(options: {
             request_id: z
               .uuid()
               .meta({ description: "The message id: read it at /api/v1/messages/{message_id}" }),
+            ...measures,
           }),
         ),
       },
       200: {
         description: "`?dry_run=true`: the request is valid; nothing was stored or sent",
-        content: jsonContent(z.object({ message: z.string() })),
+        content: jsonContent(z.object({ message: z.string(), ...measures })),
       },
       ...errorResponses(
         {
@@ -108,6 +114,12 @@ export interface SendRequest {
   dryRun: boolean;
   idempotencyKey: string | undefined;
   content: ChannelContent;
+  /**
+   * What the channel measured of the content: part of every answer. A replay says what the
+   * request says, as the message it replays was accepted with: the same key and body hash mean
+   * the same body, so the same count.
+   */
+  measures: Measures | undefined;
   retryEnabled: boolean;
   notificationType: NotificationType | undefined;
   /** `send_at`, already checked against the clock ({@link checkedSendAt}). */
@@ -119,9 +131,11 @@ export type SendBody = z.output<ReturnType<typeof sendBody<z.ZodType>>>;
 
 /**
  * The checks of a validated send (a request's, or a batch item's) that need the clock, the
- * channel's rules or the database, in this order: `send_at`'s range, the channel's own refusal
- * (400), then the sender, when senders must be verified (422, unless the request is the retry of
- * an accepted one: its `Idempotency-Key` held). Returns what to accept; throws the ApiError.
+ * channel's rules or the database: `send_at`'s range (400); then the channel's own refusal of
+ * the content (400: a body over `SMS_MAX_SEGMENTS`) and the sender, when senders must be verified
+ * (422), both waived for the retry of an accepted send (its `Idempotency-Key` held), which gets
+ * its replay even once the configuration refuses it or its sender is gone. Returns what to
+ * accept; throws the ApiError.
  */
 export async function checkSend(
   channel: Channel,
@@ -131,25 +145,25 @@ export async function checkSend(
   options: { idempotencyKey: string | undefined; dryRun: boolean },
 ): Promise<SendRequest> {
   const sendAt = checkedSendAt(request.send_at, deps);
-  const refused = channel.refuse?.(request.payload, deps.config);
-  if (refused !== undefined) throw new ApiError(400, refused);
   const content = channel.content(request.payload, deps.config);
-  if (deps.senders.required) {
-    const claim = channel.sender?.(content, deps.config);
-    const unverified = await deps.senders.refusal(organizationId, claim);
-    // The retry of an accepted send gets its replay, even once its sender is gone.
+  const refused = channel.refuse?.(content, deps.config);
+  const unverified = deps.senders.required
+    ? await deps.senders.refusal(organizationId, channel.sender?.(content, deps.config))
+    : undefined;
+  if (refused !== undefined || unverified !== undefined) {
     const replay =
-      unverified !== undefined &&
       !options.dryRun &&
       options.idempotencyKey !== undefined &&
       (await deps.store.holdsIdempotencyKey(organizationId, options.idempotencyKey, deps.now()));
-    if (unverified !== undefined && !replay) throw new ApiError(422, unverified);
+    if (!replay && refused !== undefined) throw new ApiError(400, refused);
+    if (!replay && unverified !== undefined) throw new ApiError(422, unverified);
   }
   return {
     label: channel.label,
     dryRun: options.dryRun,
     idempotencyKey: options.idempotencyKey,
     content,
+    measures: channel.measures?.(content),
     retryEnabled: request.retry_enabled,
     notificationType: request.notification_type,
     sendAt,
@@ -166,9 +180,11 @@ function checkedSendAt(sendAt: Date | undefined, deps: AppDeps): Date | undefine
 
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
 export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequest): Promise<Response> {
-  const { label, content, retryEnabled, notificationType, sendAt } = request;
-  if (request.dryRun)
-    return c.json({ message: `${label} notification is valid; nothing was stored or sent (dry run)` }, 200);
+  const { label, content, measures, retryEnabled, notificationType, sendAt } = request;
+  if (request.dryRun) {
+    const message = `${label} notification is valid; nothing was stored or sent (dry run)`;
+    return c.json(measures ? { message, ...measures } : { message }, 200);
+  }
 
   const result = await acceptMessage(deps, {
     organization: c.get("organization"),
@@ -182,11 +198,18 @@ export async function answerSend(c: AppContext, deps: AppDeps, request: SendRequ
   switch (result.outcome) {
     case "accepted":
       markMessageAccepted(c);
-      return c.json({ message: accepted, request_id: result.messageId }, 202);
+      return c.json(acceptedAnswer(accepted, result.messageId, measures), 202);
     case "replayed":
       c.header("Idempotent-Replayed", "true");
-      return c.json({ message: accepted, request_id: result.messageId }, 202);
+      return c.json(acceptedAnswer(accepted, result.messageId, measures), 202);
     case "idempotency_conflict":
       throw new ApiError(422, "Idempotency-Key was already used with a different request body");
   }
+}
+
+function acceptedAnswer(message: string, requestId: string, measures: Measures | undefined) {
+  // The e-mail and push 202s stay exactly `{ message, request_id }`.
+  return measures
+    ? { message, request_id: requestId, segments: measures.segments, encoding: measures.encoding }
+    : { message, request_id: requestId };
 }

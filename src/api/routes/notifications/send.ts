@@ -14,6 +14,7 @@ function sendRoute(channel: Channel) {
       ...channel.route,
       body,
       acceptedMessage: `${channel.label} notification accepted`,
+      measured: channel.measures !== undefined,
     }),
     async handler(c, deps) {
       const { dry_run } = c.req.valid("query");

@@ -1,4 +1,4 @@
-import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import type { DeliveryError, DeliveryOutcome, Price } from "../../../domain/delivery-outcome.js";
 import { classifyFetchError, httpStatusError } from "../../providers/http.js";
 import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import { twilioStatusCallbackUrl } from "../receipts/twilio.js";
@@ -79,9 +79,10 @@ export class TwilioSmsProvider implements SmsProvider {
 
     if (response.ok) {
       // The sid is the id Twilio gives the message we asked it to make ("SM" and 32 hex digits),
-      // not free text, so the success event records it.
-      const sid = sidOf(text);
-      if (sid) return { ok: true, provider: this.name, providerMessageId: sid };
+      // not free text, so the success event records it; so are the price and the segment count,
+      // once checked to be only a number, a currency code and a count.
+      const created = createdMessage(text);
+      if (created) return { ok: true, provider: this.name, ...created };
       // Twilio said yes but we cannot tell which message it made; retrying risks a duplicate,
       // dropping risks a loss, and a duplicate is the lesser harm.
       return this.#failure(
@@ -126,11 +127,36 @@ function parseJson(text: string): unknown {
   }
 }
 
-function sidOf(text: string): string | undefined {
+/** What a 2xx's Message resource says that the success event records. */
+interface CreatedMessage {
+  providerMessageId: string;
+  price?: Price;
+  segments?: number;
+}
+
+/**
+ * The sid of the Message resource Twilio answered with, and what it charges and how many segments
+ * it counted when it says: `price` is null at creation as a rule (Twilio fills it in once the
+ * message is sent), a string such as "-0.00750" when known, `price_unit` a currency code, and
+ * `num_segments` a count as a string ("0" through a Messaging Service, before a sender is chosen).
+ */
+function createdMessage(text: string): CreatedMessage | undefined {
   const body = parseJson(text);
   if (typeof body !== "object" || body === null || !("sid" in body)) return undefined;
   // Only a plain id: anything else in its place is not an id to record.
-  return typeof body.sid === "string" && /^[A-Za-z0-9]{1,64}$/.test(body.sid) ? body.sid : undefined;
+  if (typeof body.sid !== "string" || !/^[A-Za-z0-9]{1,64}$/.test(body.sid)) return undefined;
+  const created: CreatedMessage = { providerMessageId: body.sid };
+  const fields = body as { price?: unknown; price_unit?: unknown; num_segments?: unknown };
+  if (
+    typeof fields.price === "string" &&
+    /^-?\d{1,9}(\.\d{1,10})?$/.test(fields.price) &&
+    typeof fields.price_unit === "string" &&
+    /^[A-Z]{3}$/.test(fields.price_unit)
+  )
+    created.price = { amount: fields.price, currency: fields.price_unit };
+  if (typeof fields.num_segments === "string" && /^[1-9]\d{0,3}$/.test(fields.num_segments))
+    created.segments = Number(fields.num_segments);
+  return created;
 }
 
 function twilioError(text: string): TwilioErrorBody {
