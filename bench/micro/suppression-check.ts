@@ -3,7 +3,9 @@
  * Postgres alone: the delivery store's load statement for batches of 100 messages, with its
  * suppression column and with that column replaced by a null, alternately, against a list of
  * 100,000 entries (and against an empty one). A throw-away database is made and dropped.
- * Usage: `npx tsx bench/micro/suppression-check.ts [entries=100000] [rounds=400] [batch=100]`
+ * Usage: `npx tsx bench/micro/suppression-check.ts [entries=100000] [rounds=400] [batch=100]`; env
+ * `PLAN_CACHE_MODE` (e.g. `force_generic_plan`) for the connection, `PAST_PARTITIONS=90` for the day
+ * partitions of a 90-day retention (a fresh database has the coming week's only).
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import postgres from "postgres";
@@ -32,6 +34,14 @@ const hex = () => randomBytes(16).toString("hex");
 async function main(): Promise<void> {
   await ensureDatabase(databaseUrl);
   await runMigrations(databaseUrl);
+  // PAST_PARTITIONS=90: the day partitions a database of 90 days' retention holds (a fresh one has
+  // the coming week's only), for a plan's cost by partition count.
+  const pastDays = Number(process.env.PAST_PARTITIONS ?? 0);
+  if (pastDays > 0) {
+    const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    await admin`select create_message_partitions((current_date - ${pastDays}::int), current_date)`;
+    await admin.end();
+  }
   const sql = postgres(databaseUrl, {
     max: 1,
     onnotice: () => {},
