@@ -57,7 +57,7 @@ export function perRequest(cpu: CpuUsage, requests: number): Record<string, numb
 }
 
 async function measured(
-  processes: () => { web?: BenchProcess; worker?: BenchProcess },
+  processes: () => { web?: BenchProcess; worker?: BenchProcess; database?: string },
   connections: number,
   run: () => Promise<LoadResult>,
 ): Promise<LoadScenarioResult> {
@@ -102,7 +102,7 @@ export function measuredLoad(
   durationS: number,
 ): Promise<LoadScenarioResult> {
   return measured(
-    () => ({ web: stack.web, worker: stack.worker }),
+    () => ({ web: stack.web, worker: stack.worker, database: stack.databaseName }),
     connections,
     () => load({ ...request, duration: durationS }),
   );
