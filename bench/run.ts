@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import postgres from "postgres";
 import { acceptBatchScenario } from "./lib/batch.js";
 import { endToEndClusterScenario } from "./lib/cluster.js";
+import { noisyNeighbourScenario } from "./lib/noisy-neighbour.js";
 import { noisyTemplatesScenario } from "./lib/noisy-templates.js";
 import { type BenchReport, renderMarkdown } from "./lib/report.js";
 import {
@@ -23,7 +24,8 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  * BullMQ prefix per scenario, drives them over HTTP with autocannon and writes
  * bench/results/<date>.json and .md. Options:
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
- *          accept-batch,e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates
+ *          accept-batch,e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates,
+ *          noisy-neighbour
  *          (default: all; e2e-webhooks and e2e-cluster bring e2e along: their targets are ratios to e2e's figures)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
@@ -46,6 +48,7 @@ const SCENARIOS = [
   "read",
   "priority",
   "noisy-templates",
+  "noisy-neighbour",
 ] as const;
 type ScenarioId = (typeof SCENARIOS)[number];
 /** A hard bound on the whole run: whatever hangs, the processes are stopped and the data removed. */
@@ -182,6 +185,7 @@ async function main(): Promise<void> {
   report.results.endToEndCluster = await run("e2e-cluster", () => endToEndClusterScenario(settings));
   report.results.priority = await run("priority", () => priorityScenario(settings));
   report.results.noisyTemplates = await run("noisy-templates", () => noisyTemplatesScenario(settings));
+  report.results.noisyNeighbour = await run("noisy-neighbour", () => noisyNeighbourScenario(settings));
   report.loadAverageAtEnd = loadAverage();
 
   const directory = join(import.meta.dirname, "results");

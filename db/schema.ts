@@ -214,8 +214,17 @@ export const deliveryOutbox = pgTable(
     queuePrefix: text("queue_prefix").notNull(),
     /** The BullMQ job priority: 1 (critical) to 4 (low). */
     priority: smallint("priority").notNull(),
+    /**
+     * The message's organization: the relay takes the rows of a tier in turn by organization
+     * (docs/decisions/0047). Null on rows written by a release before it (one group of their own).
+     */
+    organizationId: uuid("organization_id"),
   },
-  (t) => [index("delivery_outbox_relay_idx").on(t.queuePrefix, t.priority, t.messageId)],
+  (t) => [
+    index("delivery_outbox_relay_idx").on(t.queuePrefix, t.priority, t.messageId),
+    /** The relay's turns: the organizations with rows of a tier, then each one's oldest rows. */
+    index("delivery_outbox_turns_idx").on(t.queuePrefix, t.priority, t.organizationId, t.messageId),
+  ],
 );
 
 /**
@@ -235,6 +244,8 @@ export const scheduledDeliveries = pgTable(
     priority: smallint("priority").notNull(),
     /** The message's `send_at`. */
     dueAt: timestamptz("due_at").notNull(),
+    /** The message's organization, carried into its outbox row. */
+    organizationId: uuid("organization_id"),
   },
   (t) => [index("scheduled_deliveries_due_idx").on(t.queuePrefix, t.dueAt)],
 );

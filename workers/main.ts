@@ -253,7 +253,13 @@ async function main(): Promise<void> {
   });
 
   // Moves accepted messages from the delivery outbox into the queue (the API never talks to Redis).
-  const relay = startOutboxRelay({ sql, queue: queues, logger, redisHealth });
+  const relay = startOutboxRelay({
+    sql,
+    queue: queues,
+    logger,
+    redisHealth,
+    waitingLimit: config.QUEUE_WAITING_LIMIT,
+  });
 
   // Status webhooks: POSTs the deliveries the fan-out trigger writes (docs/decisions/0036). Only
   // Postgres is involved, so it pauses with the database gate and not with Redis.

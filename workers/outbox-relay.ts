@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
 import type { RedisHealth } from "../src/runtime/redis-health.js";
 import { type DeliveryJobData, DeliveryQueues, deliveryJobOptions } from "../src/store/delivery-queue.js";
+import { type TurnCursor, takeInTurns } from "./relay-turns.js";
 
 export interface OutboxRelayDeps {
   sql: postgres.Sql;
@@ -22,6 +23,15 @@ export interface OutboxRelayDeps {
   redisHealth?: Pick<RedisHealth, "stall" | "report">;
   /** Only rows of this BullMQ priority or more urgent (1 = critical); default: every row. */
   maxPriority?: number;
+  /**
+   * Fairness between organizations (`QUEUE_WAITING_LIMIT`, docs/decisions/0047): the most jobs a
+   * shard may have waiting before the relay adds more, and the rows of a tier taken in turns by
+   * organization (workers/relay-turns.ts). The critical lane is never held back. 0 or unset: rows
+   * move as fast as Redis takes them, in id order.
+   */
+  waitingLimit?: number;
+  /** Where the turns of each tier stopped (one per relay loop). */
+  turns?: TurnCursor;
 }
 
 const DEFAULT_BATCH_SIZE = 200;
@@ -54,8 +64,19 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const [waiting] = await sql`
     select 1 from delivery_outbox where queue_prefix = ${prefix} and priority <= ${maxPriority} limit 1`;
   if (!waiting) return 0;
+  const fair = (deps.waitingLimit ?? 0) > 0 && maxPriority > CRITICAL;
+  const room = fair ? await roomPerShard(queues, deps.waitingLimit ?? 0) : undefined;
+  const budget = room
+    ? Math.min(
+        limit,
+        [...room.values()].reduce((sum, n) => sum + n, 0),
+      )
+    : limit;
+  if (budget === 0) return 0;
   const { relayed, failure } = await sql.begin(async (tx) => {
-    const rows = await tx<Array<{ message_id: string; priority: number }>>`
+    const rows = fair
+      ? await takeInTurns(tx, { prefix, maxPriority, budget, cursor: deps.turns ?? new Map() })
+      : await tx<Array<{ message_id: string; priority: number }>>`
       select message_id, priority from delivery_outbox
       where queue_prefix = ${prefix} and priority <= ${maxPriority}
       order by priority, message_id
@@ -66,6 +87,8 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
     for (const row of rows) {
       const queue = queues.forMessage(row.message_id);
       const list = byShard.get(queue);
+      // A shard with no room left keeps its rows in the outbox for a later pass.
+      if (room && (list?.length ?? 0) >= (room.get(queue) ?? 0)) continue;
       if (list) list.push(row);
       else byShard.set(queue, [row]);
     }
@@ -109,6 +132,23 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   return relayed;
 }
 
+/**
+ * How many more jobs each shard may take before it holds `limit` waiting (its `wait` and
+ * `prioritized` jobs; delayed retries and jobs being delivered are not in the way of new ones).
+ */
+async function roomPerShard(
+  queues: DeliveryQueues,
+  limit: number,
+): Promise<Map<Queue<DeliveryJobData>, number>> {
+  const counts = await Promise.all(queues.all.map((queue) => queue.getJobCounts("wait", "prioritized")));
+  return new Map(
+    queues.all.map((queue, i) => {
+      const waiting = (counts[i]?.wait ?? 0) + (counts[i]?.prioritized ?? 0);
+      return [queue, Math.max(0, limit - waiting)];
+    }),
+  );
+}
+
 export interface OutboxRelay {
   /** Stops polling and waits for the pass in progress. */
   stop(): Promise<void>;
@@ -134,6 +174,7 @@ export function startOutboxRelay(deps: OutboxRelayDeps): OutboxRelay {
 
 function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
   const batchSize = deps.batchSize ?? DEFAULT_BATCH_SIZE;
+  const turns: TurnCursor = new Map();
   const idleMs = deps.idleMs ?? DEFAULT_IDLE_MS;
   let stopped = false;
   let wake: (() => void) | undefined;
@@ -154,9 +195,11 @@ function runRelayLoop(deps: OutboxRelayDeps): OutboxRelay {
         continue;
       }
       try {
-        const moved = await relayOutboxOnce({ ...deps, batchSize });
+        const moved = await relayOutboxOnce({ ...deps, batchSize, turns });
         failures = 0;
-        if (moved < batchSize) await pause(idleMs);
+        // Taking turns, a pass may move less than a batch with more rows waiting (an organization
+        // with few rows left its share unused): go again until a pass finds nothing to move.
+        if (deps.waitingLimit ? moved === 0 : moved < batchSize) await pause(idleMs);
       } catch (error) {
         if (deps.redisHealth?.report(error)) {
           // Counted there; wait even when it is not stalled (closed at shutdown).

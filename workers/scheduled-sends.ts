@@ -33,10 +33,10 @@ export async function releaseDueSends(
         order by due_at
         limit ${options.batchSize}
         for update skip locked)
-      returning message_id, queue_prefix, priority
+      returning message_id, queue_prefix, priority, organization_id
     )
-    insert into delivery_outbox (message_id, queue_prefix, priority)
-    select message_id, queue_prefix, priority from due
+    insert into delivery_outbox (message_id, queue_prefix, priority, organization_id)
+    select message_id, queue_prefix, priority, organization_id from due
     on conflict (message_id) do nothing`;
   return moved.count;
 }

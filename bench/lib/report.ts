@@ -1,5 +1,6 @@
 import type { AcceptBatchResult } from "./batch.js";
 import type { EndToEndClusterResult } from "./cluster.js";
+import type { NoisyNeighbourResult } from "./noisy-neighbour.js";
 import type { NoisyTemplatesResult } from "./noisy-templates.js";
 import type {
   EndToEndResult,
@@ -41,6 +42,8 @@ export interface BenchReport {
     read?: ReadResult;
     priority?: PriorityResult;
     noisyTemplates?: NoisyTemplatesResult;
+    /** One organization's 50,000 beside another's 500, with and without fairness (issue 19). */
+    noisyNeighbour?: NoisyNeighbourResult;
   };
   loadAverageAtEnd: number[];
 }
@@ -253,6 +256,25 @@ export function targets(report: BenchReport): Target[] {
   }
   list.push(...webhookTargets(report));
   list.push(...clusterTargets(report));
+  const nn = report.results.noisyNeighbour;
+  if (nn) {
+    list.push(
+      {
+        what: "noisy neighbour: B's accept→success p99 beside A's 50,000 (fairness on)",
+        measured: `${fmt(nn.fair.b?.acceptToSuccessMs.p99 ?? Number.NaN)} ms (off: ${fmt(nn.unfair.b?.acceptToSuccessMs.p99 ?? Number.NaN)} ms)`,
+        target: "≤ 1,000 ms",
+        met:
+          (nn.fair.b?.acceptToSuccessMs.p99 ?? Number.POSITIVE_INFINITY) <= 1000 &&
+          nn.fair.b?.byStatus.success === nn.fair.b?.messages,
+      },
+      {
+        what: "noisy neighbour: A's drain with B ÷ alone (fairness on)",
+        measured: `${fmt(nn.drainRatio, 2)} (${nn.fair.a.drainS} s ÷ ${nn.aloneFair.a.drainS} s)`,
+        target: "≤ 1.10",
+        met: nn.drainRatio <= 1.1,
+      },
+    );
+  }
   const batch = report.results.acceptBatch;
   if (batch) {
     list.push({
@@ -396,6 +418,18 @@ export function renderMarkdown(report: BenchReport): string {
         `(answers ${JSON.stringify(noisy.attacker.previewStatuses)}) and sent ${fmt(noisy.attacker.emailsSent)} such e-mails (${JSON.stringify(noisy.attacker.emailsByStatus)}); ` +
         `tenant B's trivial preview: ${fmt(noisy.preview.requests)} requests, ${fmt(noisy.preview.errors)} errors, p50 ${fmt(noisy.preview.p50, 1)} ms, **p99 ${fmt(noisy.preview.p99, 1)} ms**, max ${fmt(noisy.preview.max, 1)} ms; ` +
         `B's OTP SMS: ${fmt(noisy.otp.sent)} sent (${JSON.stringify(noisy.otp.byStatus)}), accept→success p50 ${fmt(noisy.otp.p50, 1)} ms, **p99 ${fmt(noisy.otp.p99, 1)} ms**, max ${fmt(noisy.otp.max, 1)} ms.`,
+      "",
+    );
+  }
+  const nn = results.noisyNeighbour;
+  if (nn) {
+    const line = (name: string, r: NoisyNeighbourResult["fair"]) =>
+      `${name} (QUEUE_WAITING_LIMIT ${r.waitingLimit}): A ${fmt(r.a.messages)} accepted in ${r.a.acceptedS} s, drained in **${r.a.drainS} s** ${JSON.stringify(r.a.byStatus)}` +
+      (r.b
+        ? `; B ${fmt(r.b.messages)} at 50/s, accept→success p50 ${fmt(r.b.acceptToSuccessMs.p50)} ms, **p99 ${fmt(r.b.acceptToSuccessMs.p99)} ms**, max ${fmt(r.b.acceptToSuccessMs.max)} ms ${JSON.stringify(r.b.byStatus)}`
+        : "");
+    lines.push(
+      `Noisy neighbour: ${line("fair", nn.fair)}. ${line("unfair", nn.unfair)}. ${line("A alone, fair", nn.aloneFair)}.`,
       "",
     );
   }

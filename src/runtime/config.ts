@@ -156,6 +156,14 @@ export const configSchema = z.object({
    * share the queue's load); each message goes to the shard of its id (docs/decisions/0041).
    */
   QUEUE_SHARDS: int(1, 64).default(1),
+  /**
+   * Fairness between organizations (docs/decisions/0047): the most jobs a delivery queue shard
+   * holds waiting before the relay adds more; the rest wait in the outbox, whence each tier's rows
+   * leave in turns by organization, so one organization's backlog never stands in front of every
+   * other's. Critical messages are never held back. 0: no limit (rows leave in id order, as fast
+   * as Redis takes them). Raise it with many workers (each takes `WORKER_CONCURRENCY` at once).
+   */
+  QUEUE_WAITING_LIMIT: int(0, 1_000_000).default(1000),
   /** The shards this worker takes jobs from (0-based, comma-separated); unset: all of them. */
   QUEUE_SHARDS_CONSUMED: optionalString.pipe(
     z

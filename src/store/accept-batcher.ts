@@ -118,12 +118,12 @@ const ACCEPT = `
   events as (${insertEventsFrom("accepted")}),
   records as (${insertRecordsSealedAs("$3", "accepted")}),
   outbox as (
-    insert into delivery_outbox (message_id, queue_prefix, priority)
-    select message_id, $4, queue_priority from accepted where due_at is null
+    insert into delivery_outbox (message_id, queue_prefix, priority, organization_id)
+    select message_id, $4, queue_priority, organization_id from accepted where due_at is null
   ),
   scheduled as (
-    insert into scheduled_deliveries (message_id, queue_prefix, priority, due_at)
-    select message_id, $4, queue_priority, due_at from accepted where due_at is not null
+    insert into scheduled_deliveries (message_id, queue_prefix, priority, due_at, organization_id)
+    select message_id, $4, queue_priority, due_at, organization_id from accepted where due_at is not null
   )
   select message_id, true as accepted from accepted
   union all

@@ -128,7 +128,12 @@ export function createHarness(env: Record<string, string> = {}) {
         workers.push(worker);
         return worker;
       });
-      relay ??= startOutboxRelay({ sql, queue: queues, logger: silentLogger });
+      relay ??= startOutboxRelay({
+        sql,
+        queue: queues,
+        logger: silentLogger,
+        waitingLimit: config.QUEUE_WAITING_LIMIT,
+      });
       scheduled ??= startScheduledSends({ sql, queuePrefix: config.QUEUE_PREFIX, logger: silentLogger });
       return started[0] as Worker<DeliveryJobData>;
     },
