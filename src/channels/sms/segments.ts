@@ -1,5 +1,5 @@
-import { SegmentedMessage } from "sms-segments-calculator";
 import type { SmsEncoding } from "./content.js";
+import { graphemeEnd } from "./graphemes.js";
 
 /**
  * How an SMS body is sent: its alphabet and how many segments (each billed as one message) it
@@ -42,11 +42,12 @@ const CONCATENATED_UCS2_UNITS = 67;
  * Code points that are a grapheme of their own beside any other of this list (Unicode's grapheme
  * break class Other, Control or a Hangul syllable, in the data of the calculator's grapheme
  * splitter): no combining mark, joiner, variation selector, emoji modifier, regional indicator or
- * Hangul jamo, which join their neighbours and are left to the calculator. Latin (with Latin-1,
- * Extended-A/B and Vietnamese), Greek, Cyrillic, Hebrew and Arabic letters, Thai consonants,
- * punctuation, currency, letterlike, arrows, mathematical and technical signs, box drawing and
- * shapes, symbols and dingbats, CJK (with kana and full-width forms), Hangul syllables, and the
- * emoji of the main pictograph blocks. A test checks each one against the splitter.
+ * Hangul jamo, which join their neighbours and are counted grapheme by grapheme. Latin (with
+ * Latin-1, Extended-A/B and Vietnamese), Greek, Cyrillic, Hebrew and Arabic letters, Thai
+ * consonants, punctuation, currency, letterlike, arrows, mathematical and technical signs, box
+ * drawing and shapes, symbols and dingbats, CJK (with kana and full-width forms), Hangul
+ * syllables, and the emoji of the main pictograph blocks. A test checks each one against the
+ * splitter.
  */
 export const STANDALONE_UCS2_RANGES: ReadonlyArray<readonly [number, number]> = [
   [0x0000, 0x02ff],
@@ -85,25 +86,21 @@ for (const [first, last] of STANDALONE_UCS2_RANGES)
 const STANDALONE_ASTRAL = STANDALONE_UCS2_RANGES.filter(([first]) => first > 0xffff).flat();
 
 /**
- * The encoding and segment count of `body`. A body of GSM-7 characters only (nearly every OTP and
+ * The encoding and segment count of `body`, as Twilio's calculator (`sms-segments-calculator`)
+ * counts it, in time linear in the body. A body of GSM-7 characters only (nearly every OTP and
  * notice), or of characters that are each a grapheme of their own (most text in other scripts,
- * emoji without modifiers or joiners), is counted here in one pass; any other goes to
- * `sms-segments-calculator`, Twilio's own calculator, which costs tens of microseconds to
- * milliseconds a body (bench/micro/sms-segments.ts). Tests hold the two to the same answers
- * (test/unit/channels/sms-segments.test.ts).
+ * emoji without modifiers or joiners), is counted in one pass; any other (combining marks,
+ * joiners, modifiers, flags, jamo…) is split into graphemes as the calculator splits it
+ * (./graphemes.ts) and they are packed as it packs them. The calculator itself costs tens of
+ * microseconds to tens of milliseconds a body (bench/micro/sms-segments.ts); tests hold the counts
+ * to its answers (test/unit/channels/sms-segments.test.ts).
  */
 export function smsSegments(body: string): SmsSegments {
   const gsm = gsm7Segments(body);
   if (gsm !== undefined) return { segments: gsm, encoding: "GSM-7" };
   const ucs2 = ucs2Segments(body);
   if (ucs2 !== undefined) return { segments: ucs2, encoding: "UCS-2" };
-  return librarySegments(body);
-}
-
-/** What Twilio's calculator says, smart encoding off: the reference the fast path is held to. */
-export function librarySegments(body: string): SmsSegments {
-  const message = new SegmentedMessage(body, "auto", false);
-  return { segments: message.segmentsCount, encoding: message.encodingName };
+  return { segments: graphemeSegments(body), encoding: "UCS-2" };
 }
 
 /**
@@ -155,6 +152,43 @@ function ucs2Segments(body: string): number | undefined {
     }
   }
   return units <= SINGLE_UCS2_UNITS ? 1 : segments;
+}
+
+/**
+ * The segment count of a UCS-2 body, grapheme by grapheme, as the calculator packs them (its
+ * `_buildSegments`): a grapheme that does not fit in what is left of the current segment starts
+ * the next one; when the first segment overflows it gets its header too, and the graphemes past
+ * its 67 units move on to the second, ahead of the one that did not fit. So a grapheme longer
+ * than a segment (a letter with a hundred accents) fills one of its own, past its room, and the
+ * next grapheme starts another: a body of one 100-unit grapheme is two segments, the first empty.
+ * (A body not GSM-7 is UCS-2 for the calculator too: the grapheme with the character GSM-7 lacks
+ * is either that character alone or longer than one unit.)
+ */
+function graphemeSegments(body: string): number {
+  let segments = 1;
+  let capacity = SINGLE_UCS2_UNITS; // until the first segment overflows
+  let inSegment = 0;
+  const firstSegment: number[] = []; // the sizes of its graphemes, to move those past 67 units
+  for (let start = 0; start < body.length; ) {
+    const end = graphemeEnd(body, start);
+    const size = end - start;
+    start = end;
+    if (capacity - inSegment < size) {
+      let moved = 0;
+      if (capacity === SINGLE_UCS2_UNITS) {
+        for (let kept = inSegment; kept > CONCATENATED_UCS2_UNITS; ) {
+          const last = firstSegment.pop() ?? 0;
+          kept -= last;
+          moved += last;
+        }
+        capacity = CONCATENATED_UCS2_UNITS;
+      }
+      segments++;
+      inSegment = moved;
+    } else if (capacity === SINGLE_UCS2_UNITS) firstSegment.push(size);
+    inSegment += size;
+  }
+  return segments;
 }
 
 function isStandaloneAstral(codePoint: number): boolean {

@@ -1,13 +1,15 @@
 import fc from "fast-check";
 import { SegmentedMessage } from "sms-segments-calculator";
 import { describe, expect, it } from "vitest";
-import { librarySegments, STANDALONE_UCS2_RANGES, smsSegments } from "../../../src/channels/sms/segments.js";
+import { STANDALONE_UCS2_RANGES, smsSegments } from "../../../src/channels/sms/segments.js";
+import { librarySegments } from "../../support/sms-calculator.js";
 
 /**
  * An SMS body's encoding and segment count, against Twilio's documented rules and examples
  * (twilio.com/docs/glossary/what-sms-character-limit, /what-is-gsm-7-character-encoding,
  * /what-is-ucs-2-character-encoding) and against Twilio's own calculator, the reference for
- * every body the one-pass count of GSM-7 bodies does not take.
+ * every count: the one-pass ones and the grapheme by grapheme one (test/unit/channels/
+ * sms-graphemes.test.ts holds its graphemes to the calculator's).
  */
 
 /** GSM 03.38, written out here again rather than imported: the test's own reading of the standard. */
@@ -160,7 +162,7 @@ describe("smsSegments agrees with Twilio's calculator", () => {
     .constantFrom(...STANDALONE_UCS2_RANGES)
     .chain(([first, last]) => fc.integer({ min: first, max: last }))
     .map((codePoint) => String.fromCodePoint(codePoint));
-  /** Characters that join their neighbours into one grapheme: left to the calculator. */
+  /** Characters that join their neighbours into one grapheme: counted grapheme by grapheme. */
   const joining = fc.constantFrom(
     "\u0301", // combining acute accent
     "\u200d", // zero-width joiner
@@ -180,7 +182,7 @@ describe("smsSegments agrees with Twilio's calculator", () => {
     );
   });
 
-  it("for such strings with joining characters mixed in (the calculator's)", () => {
+  it("for such strings with joining characters mixed in (the grapheme by grapheme count)", () => {
     property(
       fc
         .array(fc.oneof({ arbitrary: standalone, weight: 20 }, { arbitrary: gsm, weight: 5 }, joining), {
@@ -188,6 +190,90 @@ describe("smsSegments agrees with Twilio's calculator", () => {
         })
         .map((chars) => chars.join("")),
     );
+  });
+
+  /** Code points that join their neighbours, one at a time, from the ranges they come in. */
+  const joiningCodePoint = fc.oneof(
+    fc.integer({ min: 0x0300, max: 0x036f }).map((c) => String.fromCodePoint(c)), // combining marks
+    fc.constantFrom("\u200d", "\ufe0f", "\u20e3", "\u0600", "\u093e", "\u0e31"), // ZWJ, VS16, keycap, Prepend, SpacingMark
+    fc.integer({ min: 0x1f3fb, max: 0x1f3ff }).map((c) => String.fromCodePoint(c)), // skin tones
+    fc.integer({ min: 0x1f1e6, max: 0x1f1ff }).map((c) => String.fromCodePoint(c)), // regional indicators
+    fc.integer({ min: 0x1100, max: 0x11ff }).map((c) => String.fromCodePoint(c)), // Hangul jamo
+  );
+  /** Whole sequences that the calculator keeps as one grapheme, or not quite. */
+  const joinedSequence = fc.constantFrom(
+    "\u{1f468}\u200d\u{1f469}\u200d\u{1f467}", // family
+    "\u{1f469}\u{1f3fd}\u200d\u{1f4bb}", // technologist, skin tone
+    "\u{1f3f3}\ufe0f\u200d\u{1f308}", // rainbow flag
+    "\u2764\ufe0f\u200d\u{1f525}", // heart on fire (Unicode 13: two graphemes for the calculator)
+    "\u{1f44d}\u{1f3fd}", // thumbs up, skin tone
+    "\u{1f1eb}\u{1f1f7}", // flag
+    "1\ufe0f\u20e3", // keycap
+    "\u1100\u1161\u11a8", // Hangul syllable in jamo
+    "e\u0301\u0323", // letter with two marks
+  );
+  const ordinary = fc.oneof(
+    { arbitrary: standalone, weight: 3 },
+    { arbitrary: gsm, weight: 3 },
+    { arbitrary: fc.constantFrom("Ж", "é", "中", "\u{1f600}"), weight: 2 },
+  );
+  const mixed = fc.oneof(
+    { arbitrary: ordinary, weight: 6 },
+    { arbitrary: joiningCodePoint, weight: 3 },
+    { arbitrary: joinedSequence, weight: 2 },
+  );
+
+  it("for text mixing joining code points and sequences with ordinary characters", () => {
+    property(fc.array(mixed, { maxLength: 400 }).map((chars) => chars.join("")));
+  });
+
+  it("for such text placed across the segment boundaries (70, 67, 134, 201 units)", () => {
+    property(
+      fc
+        .tuple(
+          fc.constantFrom(60, 63, 64, 65, 66, 67, 68, 69, 70, 130, 131, 132, 133, 134, 198, 199, 200, 201),
+          fc.array(mixed, { maxLength: 12 }),
+          fc.array(ordinary, { maxLength: 80 }),
+        )
+        .map(([units, joined, rest]) => {
+          const tail = joined.join("");
+          return `${"Ж".repeat(Math.max(0, units - Math.floor(tail.length / 2)))}${tail}${rest.join("")}`;
+        }),
+    );
+  });
+
+  it("for graphemes longer than a segment, where they fall (the calculator gives each its own)", () => {
+    property(
+      fc
+        .tuple(
+          fc.integer({ min: 0, max: 140 }),
+          fc.integer({ min: 60, max: 150 }),
+          fc.integer({ min: 0, max: 140 }),
+        )
+        .map(
+          ([before, marks, after]) => `${"Ж".repeat(before)}a${"\u0301".repeat(marks)}${"Ж".repeat(after)}`,
+        ),
+    );
+  });
+
+  it("for the largest bodies of joining code points (1,600 units), the shapes that cost the calculator most", () => {
+    const bodies = [
+      `a${"\u0301".repeat(1599)}`,
+      "\u0301".repeat(1600),
+      `a${"\u0300\u0301\u0302\u0303".repeat(400)}`.slice(0, 1600),
+      "\u{1f1eb}\u{1f1f7}".repeat(400),
+      `a${"\u{1f1e6}".repeat(799)}b`,
+      "\u{1f468}\u200d\u{1f469}\u200d\u{1f467}".repeat(200),
+      `${"\u2764\u200d".repeat(799)}\u2764`,
+      `\u{1f469}${"\u200d\u{1f469}".repeat(533)}`,
+      "\u1100".repeat(1600),
+      `${"\u1100".repeat(533)}${"\u1161".repeat(533)}${"\u11a8".repeat(534)}`,
+      "\u0600".repeat(1600),
+      "\u093e".repeat(1600),
+      "Ваш код подтверждения е\u0301. ".repeat(60).slice(0, 1600),
+      "\u0301Ж".repeat(800),
+    ];
+    for (const body of bodies) expect(smsSegments(body)).toEqual(librarySegments(body));
   });
 
   it("for every character the one-pass UCS-2 count takes: the calculator splits it off as a grapheme of its own", () => {
