@@ -161,7 +161,13 @@ export const messages = pgTable(
   },
   (t) => [
     index("messages_organization_created_idx").on(t.organizationId, t.createdAt.desc(), t.messageId.desc()),
-    index("messages_unfinished_idx").on(t.updatedAt).where(sql`${t.status} in ('accepted','pending')`),
+    /**
+     * The sweeper's unfinished messages, by when they last moved; a scheduled send's counts from
+     * its `send_at` (`greatest` ignores a null), so the thousands waiting days ahead are never read.
+     */
+    index("messages_unfinished_idx")
+      .on(sql`greatest(${t.updatedAt}, ${t.sendAt})`)
+      .where(sql`${t.status} in ('accepted','pending')`),
     /** The erasure by recipient finds the messages by `recipient_keys && …` (docs/decisions/0034). */
     index("messages_recipient_keys_idx").using("gin", t.recipientKeys),
     /** The listing's `scheduled` filter: an organization's scheduled messages, newest first. */
@@ -226,6 +232,15 @@ export const deliveryOutbox = pgTable(
     index("delivery_outbox_turns_idx").on(t.queuePrefix, t.priority, t.organizationId, t.messageId),
   ],
 );
+
+/**
+ * One-off work a release leaves to its workers rather than to its migration (which would hold its
+ * tables' locks all along): one row per piece done, so it runs once.
+ */
+export const maintenanceDone = pgTable("maintenance_done", {
+  name: text("name").primaryKey(),
+  doneAt: timestamptz("done_at").notNull(),
+});
 
 /**
  * Scheduled sends waiting for their `send_at` (docs/decisions/0044): the accept writes a message's

@@ -27,6 +27,7 @@ import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
 import { startScheduledSends } from "./scheduled-sends.js";
 import { unconsumedShards } from "./shard-watch.js";
+import { fillStatusReasons } from "./status-reasons.js";
 import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
@@ -242,6 +243,13 @@ async function main(): Promise<void> {
       })
       .catch((error: unknown) => logger.warn({ err: error }, "message partition maintenance failed"));
   const firstPartitionRun = database.available ? maintainPartitions() : Promise.resolve();
+  // Once per release that asks for it, in the background (a large history takes a while; one cut
+  // short by a shutdown is rolled back and done again at the next start).
+  const statusReasons = fillStatusReasons(sql)
+    .then((filled) => filled && logger.info({ filled }, "filled the status_reason of ended messages"))
+    .catch((error: unknown) =>
+      logger.warn({ err: error }, "filling status_reason failed (tried again at the next start)"),
+    );
   const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
 
   // Scheduled sends whose `send_at` came move into the outbox (docs/decisions/0044).

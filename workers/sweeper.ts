@@ -1,5 +1,5 @@
 import type { Queue } from "bullmq";
-import { and, asc, eq, gt, inArray, lt, notExists, or } from "drizzle-orm";
+import { and, asc, eq, inArray, notExists, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
 import { deliveryOutbox, messages, scheduledDeliveries } from "../db/schema.js";
@@ -35,20 +35,23 @@ export async function sweep(deps: SweepDeps): Promise<number> {
   const now = deps.now();
   const cutoff = new Date(now.getTime() - deps.graceMs);
   let enqueued = 0;
-  let after: { updatedAt: Date; messageId: string } | undefined;
+  let after: { movedAt: Date; messageId: string } | undefined;
+  // When a message last moved: its last change, or a scheduled send's `send_at` (the expression
+  // of `messages_unfinished_idx`, so scheduled sends still waiting are never read).
+  const movedAt = sql<Date>`greatest(${messages.updatedAt}, ${messages.sendAt})`;
   for (;;) {
     const page = await deps.db
       .select({
         messageId: messages.messageId,
         priority: messages.priority,
         nextAttemptAt: messages.nextAttemptAt,
-        updatedAt: messages.updatedAt,
+        movedAt: movedAt.mapWith((value: string | Date) => new Date(value)),
       })
       .from(messages)
       .where(
         and(
           inArray(messages.status, ["accepted", "pending"]),
-          lt(messages.updatedAt, cutoff),
+          sql`${movedAt} < ${cutoff.toISOString()}::timestamptz`,
           // Still in the outbox: the relay will add its job (a backlog there is not a lost job).
           notExists(
             deps.db
@@ -64,14 +67,11 @@ export async function sweep(deps: SweepDeps): Promise<number> {
               .where(eq(scheduledDeliveries.messageId, messages.messageId)),
           ),
           after
-            ? or(
-                gt(messages.updatedAt, after.updatedAt),
-                and(eq(messages.updatedAt, after.updatedAt), gt(messages.messageId, after.messageId)),
-              )
+            ? sql`(${movedAt}, ${messages.messageId}) > (${after.movedAt.toISOString()}::timestamptz, ${after.messageId}::uuid)`
             : undefined,
         ),
       )
-      .orderBy(asc(messages.updatedAt), asc(messages.messageId))
+      .orderBy(asc(movedAt), asc(messages.messageId))
       .limit(pageSize);
     if (page.length === 0) return enqueued;
 
@@ -107,6 +107,6 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     }
     const last = page[page.length - 1];
     if (!last || page.length < pageSize) return enqueued;
-    after = { updatedAt: last.updatedAt, messageId: last.messageId };
+    after = { movedAt: last.movedAt, messageId: last.messageId };
   }
 }

@@ -7,13 +7,9 @@ CREATE TABLE "scheduled_deliveries" (
 --> statement-breakpoint
 ALTER TABLE "messages" ADD COLUMN "status_reason" text;--> statement-breakpoint
 ALTER TABLE "messages" ADD COLUMN "send_at" timestamp with time zone;--> statement-breakpoint
--- The reason of the messages that ended failed or rejected before the column existed: what the
--- projection gives them (their last event's), so a rebuild changes nothing.
-UPDATE messages m SET status_reason = (
-  SELECT e.data->>'reason' FROM message_events e
-  WHERE e.message_id = m.message_id AND e.type = m.status
-  ORDER BY e.seq DESC LIMIT 1
-) WHERE m.status IN ('failed', 'rejected');--> statement-breakpoint
+-- `status_reason` of the messages that had ended before the column existed is filled by the workers
+-- afterwards, a partition at a time (workers/status-reasons.ts): an UPDATE of every ended message
+-- here would hold the lock this ALTER takes on `messages` for the whole of it.
 CREATE INDEX "scheduled_deliveries_due_idx" ON "scheduled_deliveries" USING btree ("queue_prefix","due_at");--> statement-breakpoint
 CREATE INDEX "messages_scheduled_idx" ON "messages" USING btree ("organization_id","created_at" DESC NULLS LAST,"message_id" DESC NULLS LAST) WHERE "messages"."send_at" is not null;--> statement-breakpoint
 

@@ -194,8 +194,10 @@ export function createMetrics(options: {
       "Age of the oldest message accepted and not final yet (accepted, or pending with its retries); a scheduled send counts from its send_at, and not while it waits for it",
       async () => {
         const rows = await db.execute<{ oldest: Date | null }>(
+          // `greatest(updated_at, send_at)`: the index of unfinished messages, which a scheduled send
+          // waiting for its send_at is beyond (it is not read).
           sql`select min(coalesce(send_at, created_at)) as oldest from messages
-            where status in ('accepted','pending') and (send_at is null or send_at <= now())`,
+            where status in ('accepted','pending') and greatest(updated_at, send_at) <= now()`,
         );
         const oldest = rows[0]?.oldest;
         return oldest ? new Date(oldest).getTime() : undefined;

@@ -163,6 +163,30 @@ describe("POST /api/v1/notifications/{channel} with send_at", () => {
       422,
     );
   });
+
+  it("replays a scheduled send whose 202 was lost even once its send_at has passed (no 400)", async () => {
+    const sendAt = inSeconds(60);
+    const headers = { "Idempotency-Key": `late-${Date.now()}` };
+    const first = await accepted(
+      await sendSms(idle, idleOrg.apiKey, { payload: SMS, send_at: sendAt }, headers),
+    );
+    // The retry comes two minutes later, by the API's clock.
+    const clock = idle.deps.now;
+    idle.deps.now = () => new Date(Date.now() + 120_000);
+    try {
+      const retry = await sendSms(idle, idleOrg.apiKey, { payload: SMS, send_at: sendAt }, headers);
+      expect(retry.headers.get("Idempotent-Replayed")).toBe("true");
+      expect(await accepted(retry)).toBe(first);
+      // Without the held key, the same send_at is refused.
+      await expectError(
+        await sendSms(idle, idleOrg.apiKey, { payload: SMS, send_at: sendAt }),
+        400,
+        /in the past/,
+      );
+    } finally {
+      idle.deps.now = clock;
+    }
+  });
 });
 
 describe("GET /api/v1/messages?scheduled=", () => {

@@ -3,12 +3,14 @@ import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dropDatabase, ensureDatabase } from "../../../db/migrate.js";
+import { fillStatusReasons } from "../../../workers/status-reasons.js";
 import { migrateBefore, migrateWith } from "../../support/migrations.js";
 
 /**
- * Migration 0019 (`…_scheduled-sends`) adds the record's `status_reason`: the messages that had
- * already ended failed or rejected get their last such event's reason, as the projection (and a
- * rebuild) gives it; the others stay null. In a database of this file's own.
+ * Migration 0019 (`…_scheduled-sends`) adds the record's `status_reason`; the workers then fill it
+ * for the messages that had already ended failed or rejected (workers/status-reasons.ts), with
+ * their last such event's reason, as the projection (and a rebuild) gives it; the others stay
+ * null. Once: a second run does nothing. In a database of this file's own.
  */
 
 let url = "";
@@ -56,8 +58,11 @@ afterAll(async () => {
   await dropDatabase(url);
 });
 
-describe("migration 0019: status_reason of the messages already ended", () => {
-  it("is the reason of their failed or rejected event; null for the others", async () => {
+describe("status_reason of the messages already ended (migration 0019, then the workers)", () => {
+  it("is null after the migration, then the reason of their failed or rejected event; null for the others", async () => {
+    const [before] = await admin<Array<{ n: number }>>`select count(status_reason)::int as n from messages`;
+    expect(before?.n).toBe(0);
+    expect(await fillStatusReasons(admin)).toBe(3);
     const rows = await admin<Array<{ message_id: string; status_reason: string | null }>>`
       select message_id, status_reason from messages`;
     expect(Object.fromEntries(rows.map((row) => [row.message_id, row.status_reason]))).toEqual({
@@ -66,5 +71,7 @@ describe("migration 0019: status_reason of the messages already ended", () => {
       [ids.success]: null,
       [ids.retried]: "ttl_expired",
     });
+    // Done once: recorded, and not looked at again.
+    expect(await fillStatusReasons(admin)).toBeUndefined();
   });
 });

@@ -122,7 +122,7 @@ export interface SendRequest {
   measures: Measures | undefined;
   retryEnabled: boolean;
   notificationType: NotificationType | undefined;
-  /** `send_at`, already checked against the clock ({@link checkedSendAt}). */
+  /** `send_at`, already checked against the clock ({@link checkSend}). */
   sendAt: Date | undefined;
 }
 
@@ -131,11 +131,11 @@ export type SendBody = z.output<ReturnType<typeof sendBody<z.ZodType>>>;
 
 /**
  * The checks of a validated send (a request's, or a batch item's) that need the clock, the
- * channel's rules or the database: `send_at`'s range (400); then the channel's own refusal of
- * the content (400: a body over `SMS_MAX_SEGMENTS`) and the sender, when senders must be verified
- * (422), both waived for the retry of an accepted send (its `Idempotency-Key` held), which gets
- * its replay even once the configuration refuses it or its sender is gone. Returns what to
- * accept; throws the ApiError.
+ * channel's rules or the database: `send_at`'s range and the channel's own refusal of the content
+ * (400: a body over `SMS_MAX_SEGMENTS`), then the sender, when senders must be verified (422). All
+ * are waived for the retry of an accepted send (its `Idempotency-Key` held), which gets its replay
+ * even once its `send_at` has passed, the configuration refuses it or its sender is gone. Returns
+ * what to accept; throws the ApiError.
  */
 export async function checkSend(
   channel: Channel,
@@ -144,9 +144,8 @@ export async function checkSend(
   organizationId: string,
   options: { idempotencyKey: string | undefined; dryRun: boolean },
 ): Promise<SendRequest> {
-  const sendAt = checkedSendAt(request.send_at, deps);
   const content = channel.content(request.payload, deps.config);
-  const refused = channel.refuse?.(content, deps.config);
+  const refused = sendAtRefusal(request.send_at, deps) ?? channel.refuse?.(content, deps.config);
   const unverified = deps.senders.required
     ? await deps.senders.refusal(organizationId, channel.sender?.(content, deps.config))
     : undefined;
@@ -166,16 +165,14 @@ export async function checkSend(
     measures: channel.measures?.(content),
     retryEnabled: request.retry_enabled,
     notificationType: request.notification_type,
-    sendAt,
+    sendAt: request.send_at,
   };
 }
 
-/** `send_at` if the installation takes it now; a 400 naming what is wrong otherwise. */
-function checkedSendAt(sendAt: Date | undefined, deps: AppDeps): Date | undefined {
+/** Why `send_at` cannot be taken now (src/domain/schedule.ts), if it cannot. */
+function sendAtRefusal(sendAt: Date | undefined, deps: AppDeps): string | undefined {
   if (sendAt === undefined) return undefined;
-  const refused = refuseSendAt(sendAt, deps.now(), scheduleHorizonMs(deps.config.MESSAGE_RETENTION_DAYS));
-  if (refused !== undefined) throw new ApiError(400, refused);
-  return sendAt;
+  return refuseSendAt(sendAt, deps.now(), scheduleHorizonMs(deps.config.MESSAGE_RETENTION_DAYS));
 }
 
 /** Accepts a validated send request and answers it: 200 (dry run), 202, replayed 202 or 422. */
