@@ -63,6 +63,10 @@ const ROWS_OF = `
  */
 const MAX_ROUNDS = 3;
 
+/** Whether rows written before the organization was recorded wait in tier `$2` (no lock). */
+const LEGACY_WAITING = `select 1 from delivery_outbox
+  where queue_prefix = $1 and priority = $2 and organization_id is null limit 1`;
+
 /** Rows written before the organization was recorded: one turn of their own. */
 const ROWS_WITHOUT_ORGANIZATION = `
   select message_id, priority, organization_id from delivery_outbox
@@ -88,29 +92,29 @@ export async function takeInTurns(
   const taken: OutboxRow[] = [];
   for (let tier = 1; tier <= Math.min(options.maxPriority, 4) && taken.length < options.budget; tier++) {
     const left = options.budget - taken.length;
+    const window = Math.min(MAX_TURNS, left);
     const after = cursor.get(tier) ?? null;
-    let turns = await organizationsAfter(tx, prefix, tier, after, Math.min(MAX_TURNS, left));
-    if (turns.length < Math.min(MAX_TURNS, left) && after !== null) {
+    let turns = await organizationsAfter(tx, prefix, tier, after, window);
+    if (turns.length < window && after !== null) {
       // Round again from the first organization, up to where this round began.
-      const wrapped = await organizationsAfter(
-        tx,
-        prefix,
-        tier,
-        null,
-        Math.min(MAX_TURNS, left) - turns.length,
-      );
+      const wrapped = await organizationsAfter(tx, prefix, tier, null, window - turns.length);
       turns = [...turns, ...wrapped.filter((id) => id <= after && !turns.includes(id))];
     }
-    const legacy = await tx.unsafe<OutboxRow[]>(ROWS_WITHOUT_ORGANIZATION, [prefix, tier, left], {
-      prepare: true,
-    });
-    if (turns.length === 0 && legacy.length === 0) continue;
-    // Round 1 shares the budget among every organization (and the rows without one); later
-    // rounds share what is left among the organizations that took a full share.
-    const picked: Array<{ row: OutboxRow; rank: number }> = [];
-    let share = Math.ceil(left / (turns.length + (legacy.length > 0 ? 1 : 0)));
-    for (const [i, row] of legacy.slice(0, share).entries()) picked.push({ row, rank: i + 1 });
-    let open = turns.map((id) => ({ id, after: null as string | null, taken: 0, thisRound: 0 }));
+    const [legacyWaiting] = await tx.unsafe(LEGACY_WAITING, [prefix, tier], { prepare: true });
+    const groups = turns.length + (legacyWaiting ? 1 : 0);
+    if (groups === 0) continue;
+    // Round 1 shares the budget among every organization (and the rows without one, first: they
+    // are few and finite, a release's leftovers); later rounds share what is left among the
+    // organizations that took a full share.
+    let share = Math.ceil(left / groups);
+    const picked: Array<{ row: OutboxRow; rank: number; turn: number }> = [];
+    if (legacyWaiting) {
+      const legacy = await tx.unsafe<OutboxRow[]>(ROWS_WITHOUT_ORGANIZATION, [prefix, tier, share], {
+        prepare: true,
+      });
+      for (const [i, row] of legacy.entries()) picked.push({ row, rank: i + 1, turn: -1 });
+    }
+    let open = turns.map((id, turn) => ({ id, turn, after: null as string | null, taken: 0, thisRound: 0 }));
     for (let round = 0; round < MAX_ROUNDS && open.length > 0 && picked.length < left; round++) {
       if (round > 0) share = Math.ceil((left - picked.length) / open.length);
       const rows = await tx.unsafe<Array<OutboxRow & { rank: string }>>(
@@ -123,7 +127,7 @@ export async function takeInTurns(
       for (const { rank, ...row } of rows) {
         const turn = byOrganization.get(row.organization_id ?? "");
         if (!turn) continue;
-        picked.push({ row, rank: turn.taken + Number(rank) });
+        picked.push({ row, rank: turn.taken + Number(rank), turn: turn.turn });
         turn.after = row.message_id;
         turn.thisRound++;
       }
@@ -131,10 +135,16 @@ export async function takeInTurns(
       // Only an organization that filled its share may have more.
       open = open.filter((turn) => turn.thisRound === share);
     }
-    // Interleaved: every organization's first row, then every one's second, and so on.
-    picked.sort((a, b) => a.rank - b.rank);
-    taken.push(...picked.slice(0, left).map(({ row }) => row));
-    cursor.set(tier, turns.length === Math.min(MAX_TURNS, left) ? (turns.at(-1) ?? null) : null);
+    // Interleaved: every organization's first row in turn order, then every one's second, and so
+    // on; what the budget cuts off is the last turns' last rows.
+    picked.sort((a, b) => a.rank - b.rank || a.turn - b.turn);
+    const kept = picked.slice(0, left);
+    taken.push(...kept.map(({ row }) => row));
+    // The next pass starts after the last organization served: one whose turn the budget cut off
+    // goes first then. With every organization of the tier seen and served, it starts afresh.
+    const served = kept.reduce((last, { turn }) => Math.max(last, turn), -1);
+    const cut = served < turns.length - 1;
+    cursor.set(tier, cut || turns.length === window ? (turns[served] ?? null) : null);
   }
   return taken;
 }

@@ -56,7 +56,8 @@ export const MAX_JSON_DEPTH = 64;
 /**
  * Whether the body's text could hold what {@link problemIn} looks for. JSON text cannot carry a raw
  * NUL or a lone surrogate, only their `\u` escapes, and a value cannot nest deeper than the body
- * has brackets: so the walk runs only for the few bodies that could fail it.
+ * has brackets: so the walk runs only for the few bodies that could fail it (a single send's; a
+ * batch of more than a few dozen items has more brackets than the depth allowed, and is walked).
  */
 function mayHoldProblem(text: string): boolean {
   if (text.includes("\\u0000") || SURROGATE_ESCAPE.test(text)) return true;

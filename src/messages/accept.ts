@@ -6,7 +6,7 @@ import { type NotificationType, QUEUE_PRIORITY, TIME_TO_LIVE_MS, tierOf } from "
 import { isScheduledAhead } from "../domain/schedule.js";
 import { fold, initialState } from "../domain/state.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { PendingAccept } from "../store/accept-batcher.js";
+import type { PendingAccept, Unanswered } from "../store/accept-batcher.js";
 import type { MessageStore } from "../store/message-store.js";
 import type { Organization } from "../store/organizations.js";
 import { toMessageRow } from "../store/projection.js";
@@ -66,7 +66,7 @@ export async function acceptMessage(deps: AcceptDeps, request: AcceptRequest): P
 export async function acceptMessages(
   deps: AcceptDeps & { store: Pick<MessageStore, "acceptMany"> },
   requests: readonly AcceptRequest[],
-): Promise<Array<AcceptResult | { outcome: "unanswered" }>> {
+): Promise<Array<AcceptResult | Unanswered>> {
   const pendings = requests.map((request) => pendingAccept(deps, request));
   const results = await deps.store.acceptMany(pendings);
   results.forEach((result, index) => {

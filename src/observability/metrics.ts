@@ -149,6 +149,7 @@ export function createMetrics(options: {
     });
   }
 
+  const queuePrefix = queue?.opts.prefix ?? "bull";
   if (db) {
     const ageGauge = (name: string, help: string, oldestMs: () => Promise<number | undefined>) =>
       new Gauge({
@@ -182,8 +183,10 @@ export function createMetrics(options: {
       "notification_scheduled_overdue_seconds",
       "How late the most overdue scheduled send is in leaving for the delivery queue (its send_at has come and it still waits in scheduled_deliveries): it grows while no worker runs or Postgres fails them; normally below 1",
       async () => {
+        // This installation's rows (its queue prefix): the first of `scheduled_deliveries_due_idx`.
         const rows = await db.execute<{ oldest: Date | null }>(
-          sql`select min(due_at) as oldest from scheduled_deliveries where due_at <= now()`,
+          sql`select min(due_at) as oldest from scheduled_deliveries
+            where queue_prefix = ${queuePrefix} and due_at <= now()`,
         );
         const oldest = rows[0]?.oldest;
         return oldest ? new Date(oldest).getTime() : undefined;

@@ -45,7 +45,13 @@ export type SealedCommitResult = CommitResult | { outcome: "data_key_destroyed";
  * A request's answer, or the error it alone gets: a batch committed, yet the read some of its
  * requests need (what their held Idempotency-Key recorded) failed.
  */
-type Answer = SealedCommitResult | { outcome: "unanswered"; error: unknown };
+type Answer = SealedCommitResult | Unanswered;
+
+/** A request of a committed batch whose held key could not be read back: nothing of it was written. */
+export interface Unanswered {
+  outcome: "unanswered";
+  error: unknown;
+}
 
 interface HeldKey {
   requestHash: string;
@@ -174,11 +180,8 @@ export class AcceptBatcher {
    * order; `unanswered` for an item whose held key could not be read back. Throws when the
    * statement fails: then nothing of them was written.
    */
-  async commitTogether(
-    items: SealedAccept[],
-  ): Promise<Array<SealedCommitResult | { outcome: "unanswered" }>> {
-    const answers = await this.#write(items);
-    return answers.map((answer) => (answer.outcome === "unanswered" ? { outcome: "unanswered" } : answer));
+  async commitTogether(items: SealedAccept[]): Promise<Answer[]> {
+    return this.#write(items);
   }
 
   /**

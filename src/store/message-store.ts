@@ -1,7 +1,13 @@
 import type postgres from "postgres";
 import type { MessageEvent } from "../domain/events.js";
 import { fold, type MessageState } from "../domain/state.js";
-import { AcceptBatcher, type CommitResult, type PendingAccept, type SealedAccept } from "./accept-batcher.js";
+import {
+  AcceptBatcher,
+  type CommitResult,
+  type PendingAccept,
+  type SealedAccept,
+  type Unanswered,
+} from "./accept-batcher.js";
 import type { ContentVault, SealedContent, StoredContent } from "./content.js";
 import { eraseOrganizationContent, eraseRecipientContent } from "./erasure.js";
 import { appendEvents, loadEvents, type StoredEvent } from "./events.js";
@@ -25,7 +31,7 @@ export interface MessageStore {
    * result per message, in order; `unanswered` for one whose held key could not be read back.
    * Throws when the statement fails (nothing written).
    */
-  acceptMany(pendings: readonly PendingAccept[]): Promise<Array<CommitResult | { outcome: "unanswered" }>>;
+  acceptMany(pendings: readonly PendingAccept[]): Promise<Array<CommitResult | Unanswered>>;
   /** A message's record, if it belongs to the organization (another organization's is not found). */
   findRecord(organizationId: string, messageId: string): Promise<MessageRow | undefined>;
   /** {@link findRecord} from the primary alone: a record this request just changed (a replica may lag). */
@@ -103,7 +109,7 @@ export function createMessageStore(options: MessageStoreOptions): MessageStore {
       }
     },
     async acceptMany(pendings) {
-      const results = new Array<CommitResult | { outcome: "unanswered" }>(pendings.length);
+      const results = new Array<CommitResult | Unanswered>(pendings.length);
       let waiting = pendings.map((pending, index) => ({ pending, index }));
       for (let sealing = 1; waiting.length > 0; sealing++) {
         const sealed = await Promise.all(waiting.map(({ pending }) => sealedAccept(content, pending)));

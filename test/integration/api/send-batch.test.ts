@@ -217,6 +217,34 @@ describe("limits count items, not requests", () => {
     await expectError(await sendSms(quota, o.apiKey, sms()), 429, /Daily quota/);
   });
 
+  it("an item refused by the quota says so (not the rate's words), and a held idempotency_key still gets its replay", async () => {
+    const both = createHarness({ SEND_RATE_LIMIT: "5", SEND_RATE_BURST: "10", SEND_DAILY_QUOTA: "4" });
+    try {
+      const o = await onboard(both);
+      const keyed = sms("+14155550130", { idempotency_key: "lost-207" });
+      const [first] = await resultsOf(await batch(both, "sms", o.apiKey, [keyed]));
+      expect(first?.status).toBe(202);
+      const response = await batch(both, "sms", o.apiKey, [
+        ...Array.from({ length: 12 }, () => sms()),
+        keyed,
+      ]);
+      const results = await resultsOf(response);
+      expect(results.slice(0, 3).map((r) => r.status)).toEqual([202, 202, 202]);
+      // Items 4-9 got a token but no unit of the quota; 10-12 no token.
+      expect(results.slice(3, 9).every((r) => r.status === 429 && /Daily quota/.test(r.error ?? ""))).toBe(
+        true,
+      );
+      expect(
+        results.slice(9, 12).every((r) => r.status === 429 && /messages a second/.test(r.error ?? "")),
+      ).toBe(true);
+      // The retry of the first batch's item, past both limits, is its replay.
+      expect(results[12]).toMatchObject({ status: 202, request_id: first?.request_id, replayed: true });
+      expect(Number(response.headers.get("Retry-After"))).toBeGreaterThan(60);
+    } finally {
+      await both.close();
+    }
+  });
+
   it("replays and dry runs take none of the day's quota", async () => {
     const o = await onboard(quota);
     const item = sms("+14155550120", { idempotency_key: "q-1" });

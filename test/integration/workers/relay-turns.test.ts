@@ -92,6 +92,27 @@ describe("the relay taking turns by organization", () => {
     for (const id of legacy) expect(inRedis.has(id)).toBe(true);
   });
 
+  it("when the budget cuts a turn off, the organizations left out go first at the next pass", async () => {
+    const organizations = Array.from({ length: 10 }, () => randomUUID()).sort();
+    const firsts = await Promise.all(organizations.map(async (id) => (await backlog(id, 3))[0] as string));
+    await backlog(null, 2);
+    const turns: TurnCursor = new Map();
+    // Room for 5: one row without an organization (they go first), and four organizations' oldest.
+    expect(await pass(5, turns)).toBe(5);
+    let inRedis = await queued();
+    expect(firsts.filter((id) => inRedis.has(id))).toEqual(firsts.slice(0, 4));
+    // Room for 5 more: the other row without one, and the next four organizations, not the first again.
+    await h.queue.obliterate({ force: true });
+    expect(await pass(5, turns)).toBe(5);
+    inRedis = await queued();
+    expect(firsts.filter((id) => inRedis.has(id))).toEqual(firsts.slice(4, 8));
+    // And then the last two before the first ones' second rows.
+    await h.queue.obliterate({ force: true });
+    expect(await pass(2, turns)).toBe(2);
+    inRedis = await queued();
+    expect(firsts.filter((id) => inRedis.has(id))).toEqual(firsts.slice(8, 10));
+  });
+
   it("with more organizations waiting than one pass visits, the next pass goes on from where it stopped", async () => {
     const organizations = Array.from({ length: 300 }, () => randomUUID());
     const firsts = await Promise.all(organizations.map(async (id) => (await backlog(id, 2))[0] as string));

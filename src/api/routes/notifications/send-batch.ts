@@ -13,8 +13,9 @@ import {
   SERVER_ERRORS,
 } from "../../../http/openapi.js";
 import { type AcceptRequest, acceptMessages } from "../../../messages/accept.js";
+import { quotaRefusal } from "../../middleware/daily-quota.js";
 import { type LimitState, limitHeaders } from "../../middleware/limit-headers.js";
-import { bucketState } from "../../middleware/rate-limit.js";
+import { bucketRefusal, bucketState } from "../../middleware/rate-limit.js";
 import type { QuotaTaken, SendLimits } from "../../middleware/send-limits.js";
 import { type AppContext, type AppDeps, defineRoute } from "../../types.js";
 import {
@@ -137,38 +138,46 @@ function batchRoute(channel: Channel) {
         if ("send" in outcome) valid.push({ index, send: outcome.send });
         else results[index] = outcome;
       });
-      const admitted = await admit(c, c.get("sendLimits"), organizationId, valid.length, dryRun);
-      valid.forEach(({ index }, n) => {
-        if (n >= admitted.count) results[index] = admitted.refusal as ItemResult;
-      });
-      const sends = valid.slice(0, admitted.count);
+      const { admitted, quota } = await admit(
+        c,
+        deps,
+        c.get("sendLimits"),
+        organizationId,
+        valid,
+        results,
+        dryRun,
+      );
+      const units = admitted.filter((item) => item.unit).length;
       if (dryRun) {
-        for (const { index, send } of sends)
+        for (const { index, send } of admitted)
           results[index] = {
             status: 200,
             message: `${send.label} notification is valid; nothing was stored or sent (dry run)`,
             ...send.measures,
           };
-      } else if (sends.length > 0) {
+      } else if (admitted.length > 0) {
         let accepted: ItemResult[];
         try {
           accepted = await acceptAll(
             deps,
             c,
-            sends.map(({ send }) => send),
+            admitted.map(({ send }) => send),
           );
         } catch (error) {
           // Nothing was written (one statement): the quota's units go back.
-          admitted.quota?.giveBack(sends.length);
+          quota?.giveBack(units);
           throw error;
         }
-        sends.forEach(({ index, send }, n) => {
+        admitted.forEach(({ index, send }, n) => {
           const result = accepted[n] as ItemResult;
           results[index] = result.status === 202 ? { ...result, ...send.measures } : result;
         });
-        // Replays and conflicts took no message: their units of the quota go back.
-        admitted.quota?.giveBack(
-          accepted.filter((result) => result.status !== 202 || result.replayed).length,
+        // Items that took a unit and no message (replays, conflicts): their units go back.
+        quota?.giveBack(
+          admitted.filter(({ unit }, n) => {
+            const result = accepted[n] as ItemResult;
+            return unit && (result.status !== 202 || result.replayed === true);
+          }).length,
         );
       }
       return c.json({ results }, 207);
@@ -217,6 +226,12 @@ async function acceptAll(deps: AppDeps, c: AppContext, sends: SendRequest[]): Pr
     sendAt: send.sendAt,
   }));
   const outcomes = await acceptMessages(deps, requests);
+  const unanswered = outcomes.find((outcome) => outcome.outcome === "unanswered");
+  if (unanswered)
+    deps.logger.error(
+      { err: unanswered.error, requestId: c.get("requestId") },
+      "batch send: items whose held idempotency_key could not be read back were answered 503",
+    );
   return outcomes.map(resultOf);
 }
 
@@ -233,62 +248,87 @@ function resultOf(outcome: Awaited<ReturnType<typeof acceptMessages>>[number]): 
   }
 }
 
+/** A checked item on its way to be accepted; `unit`: it took one of the day's quota. */
+interface Admitted {
+  index: number;
+  send: SendRequest;
+  unit: boolean;
+}
+
 /**
- * Takes the send rate's tokens, then the day's quota (not for a dry run), for `wanted` items: how
- * many may go (the first ones), the result of the others (a 429 saying when to come back), and
- * the quota's take, whose units of items that take no message are given back. The batch's answer
- * carries the `RateLimit-*` fields of the limit closest to exhaustion, both policies, and
- * `Retry-After` when some were refused.
+ * Takes the send rate's tokens, then the day's quota (not for a dry run), for the checked items,
+ * the first ones first: the others are refused with the 429 of the limit that refused them (its
+ * message and `retry_after`), except the retry of an accepted item (its `idempotency_key` held),
+ * which goes on to its replay, as a single send's does. The batch's answer carries the
+ * `RateLimit-*` fields of the limit closest to exhaustion, both policies, and `Retry-After` (the
+ * longest) when an item was refused. Returns the items admitted and the quota's take, whose units
+ * of items that take no message are given back.
  */
 async function admit(
   c: AppContext,
+  deps: AppDeps,
   limits: SendLimits | undefined,
   organizationId: string,
-  wanted: number,
+  checked: Array<{ index: number; send: SendRequest }>,
+  results: ItemResult[],
   dryRun: boolean,
-): Promise<{ count: number; refusal?: ItemResult; quota?: QuotaTaken }> {
-  if (wanted === 0 || !limits) return { count: wanted };
+): Promise<{ admitted: Admitted[]; quota?: QuotaTaken }> {
   const states: LimitState[] = [];
-  let count = wanted;
-  let refusal: ItemResult | undefined;
-  const refuse = (message: string, retryAfter: number) => {
-    refusal ??= { status: 429, error: message, retry_after: retryAfter };
-    c.header("Retry-After", String(retryAfter));
-  };
-  if (limits.rate) {
+  /** How many of the first items each limit let through, and what it answers the others. */
+  const cuts: Array<{ granted: number; refusal: ApiError }> = [];
+  let count = checked.length;
+  if (limits?.rate && count > 0) {
     limits.rate.warnIfRedisAway();
-    const taken = await limits.rate.take(organizationId, wanted);
+    const taken = await limits.rate.take(organizationId, count);
     const state = bucketState(limits.rate, taken);
     states.push(state);
-    if (taken.granted < wanted) {
-      count = taken.granted;
-      const retryAfter = Math.max(1, state.resetSeconds);
-      refuse(`Too many requests: ${limits.rate.describe()}; retry in ${retryAfter} s`, retryAfter);
-    }
+    if (taken.granted < count)
+      cuts.push({ granted: taken.granted, refusal: bucketRefusal(limits.rate, state) });
+    count = Math.min(count, taken.granted);
   }
   let quota: QuotaTaken | undefined;
-  if (limits.quota && !dryRun && count > 0) {
+  if (limits?.quota && !dryRun && count > 0) {
     quota = await limits.quota.take(organizationId, count);
     if (quota.counted) {
       states.push(quota.state);
-      if (quota.granted < count) {
-        count = quota.granted;
-        const retryAfter = Math.max(1, quota.state.resetSeconds);
-        refuse(
-          `Daily quota reached: this organization may send ${limits.quota.quota} messages per UTC day; ` +
-            `it resets at ${quota.resetsAt.toISOString()} (retry in ${retryAfter} s)`,
-          retryAfter,
-        );
-      }
+      if (quota.granted < count)
+        cuts.push({ granted: quota.granted, refusal: quotaRefusal(limits.quota.quota, quota) });
+      count = Math.min(count, quota.granted);
     }
   }
+  const admitted: Admitted[] = checked
+    .slice(0, count)
+    .map((item) => ({ ...item, unit: quota !== undefined }));
+  let retryAfter = 0;
+  await Promise.all(
+    checked.slice(count).map(async (item, n) => {
+      const { idempotencyKey } = item.send;
+      const held =
+        !dryRun &&
+        idempotencyKey !== undefined &&
+        (await deps.store.holdsIdempotencyKey(organizationId, idempotencyKey, deps.now()));
+      if (held) return void admitted.push({ ...item, unit: false });
+      // The first limit, in the order they were taken, whose grant this item is past refused it.
+      const position = count + n;
+      const cut = cuts.find((limit) => position >= limit.granted);
+      const seconds = Number(cut?.refusal.headers["Retry-After"] ?? 1);
+      retryAfter = Math.max(retryAfter, seconds);
+      results[item.index] = {
+        status: 429,
+        error: cut?.refusal.message ?? "Too many requests",
+        retry_after: seconds,
+      };
+    }),
+  );
+  if (retryAfter > 0) c.header("Retry-After", String(retryAfter));
   const [first, ...others] = states;
   if (first) {
     const tightest = others.reduce((a, b) => (b.remaining < a.remaining ? b : a), first);
     for (const [name, value] of Object.entries(limitHeaders(tightest))) c.header(name, value);
     c.header("RateLimit-Policy", states.map((state) => state.policy).join(", "));
   }
-  return { count, refusal, quota };
+  admitted.sort((a, b) => a.index - b.index);
+  return { admitted, quota };
 }
 
 /** One batch endpoint per channel, in the channels' order. */
