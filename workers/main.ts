@@ -245,7 +245,7 @@ async function main(): Promise<void> {
   const firstPartitionRun = database.available ? maintainPartitions() : Promise.resolve();
   // Once per release that asks for it, in the background (a large history takes a while; one cut
   // short by a shutdown is rolled back and done again at the next start).
-  const statusReasons = fillStatusReasons(sql)
+  void fillStatusReasons(sql)
     .then((filled) => filled && logger.info({ filled }, "filled the status_reason of ended messages"))
     .catch((error: unknown) =>
       logger.warn({ err: error }, "filling status_reason failed (tried again at the next start)"),
