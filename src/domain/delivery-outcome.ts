@@ -33,6 +33,8 @@ export interface ProviderFailover {
   /** The account's name (`twilio:primary`). */
   provider: string;
   error: DeliveryError;
+  /** What that provider said, for the worker's log only (never recorded in an event). */
+  detail?: string;
 }
 
 /**

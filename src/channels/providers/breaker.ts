@@ -17,13 +17,6 @@
 export const BREAKER_STATES = ["closed", "half_open", "open"] as const;
 export type BreakerState = (typeof BREAKER_STATES)[number];
 
-/** The `notification_provider_breaker_state` gauge's value of each state. */
-export const BREAKER_STATE_VALUES: Readonly<Record<BreakerState, number>> = {
-  closed: 0,
-  half_open: 1,
-  open: 2,
-};
-
 export interface BreakerOptions {
   /** Failures in a row that open the breaker (at least 1). */
   failures: number;

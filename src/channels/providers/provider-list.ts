@@ -124,8 +124,9 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
       const permit = breaker.acquire();
       if (!permit) continue;
       if (untaken) {
-        failovers.push({ provider: untaken.provider, error: untaken.error });
-        this.#onFailover?.(this.#channel, untaken.provider, provider.name);
+        const { provider: from, error, detail } = untaken;
+        failovers.push({ provider: from, error, ...(detail !== undefined && { detail }) });
+        this.#onFailover?.(this.#channel, from, provider.name);
       }
       const outcome = await sendSafely(provider, message);
       const failed = !outcome.ok && outcome.error.class === "transient";
