@@ -108,15 +108,19 @@ describe("given the primary SMS provider killed mid-run and restarted later", ()
 
     // Sending goes on while the primary dies: the kill lands on deliveries under way.
     const sending = sendOtps(BEFORE_KILL + DURING_OUTAGE);
+    // Killed with requests it has read and not answered yet (in its 100 ms latency).
+    const inFlight = () => primary.requests().filter((r) => r.answer === "cut").length;
     await waitFor(
-      async () => ((await successes(s.accepted)).size >= BEFORE_KILL / 2 ? true : undefined),
+      async () =>
+        (await successes(s.accepted)).size >= BEFORE_KILL / 2 && inFlight() >= 5 ? true : undefined,
       30_000,
-      "deliveries through the primary",
-      10,
+      "deliveries through the primary, some in flight",
+      5,
     );
-    const receivedBeforeKill = primary.requests().length;
-    const answeredBeforeKill = (await successes(s.accepted)).size;
     await primary.kill();
+    const inFlightAtKill = inFlight();
+    const receivedBeforeKill = primary.requests().length;
+    const answeredBeforeKill = receivedBeforeKill - inFlightAtKill;
     await sending;
     await waitFor(
       async () => ((await breakerState("twilio:primary")) === 2 ? true : undefined),
@@ -209,7 +213,7 @@ describe("given the primary SMS provider killed mid-run and restarted later", ()
         backupTook.get(id)?.provider === "twilio:backup" && list.some((r) => r.provider === "twilio:primary"),
     ).length;
     const note =
-      `primary SIGKILLed after ${answeredBeforeKill} successes (${receivedBeforeKill} requests had reached it): ` +
+      `primary SIGKILLed after answering ${answeredBeforeKill} requests, ${inFlightAtKill} read and unanswered: ` +
       `attempts cut by the kill ${retriedAfterCut} (connection reset: maybe taken, so each ended there and its ` +
       `retry went to the backup; ${readBeforeCut} had been read by the primary), attempts moved on to the ` +
       `backup within the attempt ${movedOn} (connection refused, before the breaker opened and at the probe ` +
@@ -227,8 +231,10 @@ describe("given the primary SMS provider killed mid-run and restarted later", ()
     expect(createdTwice).toEqual([]);
     expect(pastTtl).toEqual([]);
     for (const id of s.accepted) expect(audit.messages.get(id)?.status, id).toBe("success");
-    // Only a message whose attempt was cut at the primary may reach both, in two attempts.
+    // Only a message whose attempt was cut at the primary may reach both, in two attempts; those
+    // it had read when killed did (their attempts ended there, each retried on the backup).
     expect(takenTwice.length).toBeLessThanOrEqual(retriedAfterCut);
+    expect(readBeforeCut).toBe(inFlightAtKill);
     // The probe of a primary still down moved its attempt on within the attempt.
     expect(movedOn).toBeGreaterThanOrEqual(1);
   }, 180_000);
