@@ -3,10 +3,11 @@ import type { Database } from "../db/client.js";
 import { isConstraintViolation } from "../db/errors.js";
 import type { Prepared } from "../src/channels/channel.js";
 import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
-import { type Providers, prepareDelivery } from "../src/channels/index.js";
+import { type Providers, prepareDelivery, providerFor } from "../src/channels/index.js";
+import type { SendOptions } from "../src/channels/providers/provider.js";
 import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import type { MessageContent, MessageEvent } from "../src/domain/events.js";
+import { type MessageContent, type MessageEvent, NO_PROVIDER } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
 import { isTerminal, type MessageState } from "../src/domain/state.js";
 import { suppressionReasonOf } from "../src/domain/suppression.js";
@@ -122,11 +123,19 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   let decision = decide(state, start);
   let prepared: Prepared | undefined;
   if (!("events" in decision) && decision.refused === "preparation_needed") {
-    // Asked for only when an attempt would really start: preparing may render a template. The
-    // second ask has the same facts (and clock) plus the preparation.
-    prepared = isContentErased(state.message)
-      ? CONTENT_ERASED
-      : await prepareDelivery({ ...deps, isSuppressed: loaded.suppression?.isSuppressed }, state.message);
+    if (isContentErased(state.message)) prepared = CONTENT_ERASED;
+    else {
+      // Every provider of the message's list skipped (their breakers open): no attempt is spent on
+      // nobody; the job comes back when one may be called (docs/decisions/0046).
+      const heldUntil = waitForProviders(deps, state.message, start.now);
+      if (heldUntil !== undefined) return heldUntil;
+      // Asked for only when an attempt would really start: preparing may render a template. The
+      // second ask has the same facts (and clock) plus the preparation.
+      prepared = await prepareDelivery(
+        { ...deps, isSuppressed: loaded.suppression?.isSuppressed },
+        state.message,
+      );
+    }
     decision = decide(state, { ...start, preparation: prepared });
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
@@ -135,8 +144,13 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
 
   const { attempts, message } = state;
-  const outcome = await sendSafely(prepared, attempts);
-  if (!outcome.ok) deps.metrics?.providerError(state.message.channel, outcome.provider, outcome.error.class);
+  // A provider list tries last the providers the previous attempt failed on, and calls no further
+  // provider once the message's time to live is over.
+  const outcome = await sendSafely(prepared, attempts, {
+    ...(state.failedOn && { triedLast: state.failedOn }),
+    deadline: Date.parse(message.expiresAt),
+  });
+  countProviderErrors(deps, message, outcome);
   logOutcome(logger, messageId, attempts, outcome);
   state = await recordHeld(deps, state, {
     type: "record_outcome",
@@ -174,6 +188,35 @@ async function suppressAfter(
       "could not add the recipient to the suppression list",
     );
   }
+}
+
+/** How much later than a provider list's own wait a held job comes back, at most (spreads them). */
+const PROVIDER_WAIT_JITTER_MS = 1000;
+
+/**
+ * When a job should come back because no provider of the message's list may be called now (every
+ * breaker open, or half-open with its probe under way): then, plus jitter so the jobs held together
+ * do not all come back at once, and never later than just past the message's time to live (the
+ * domain then fails it). Undefined when a provider may be called (a single provider always may).
+ */
+function waitForProviders(deps: DeliverDeps, message: MessageContent, now: Date): number | undefined {
+  const readyInMs = providerFor(deps.providers, message).readyInMs?.() ?? 0;
+  if (readyInMs <= 0) return undefined;
+  const untilExpiry = Date.parse(message.expiresAt) - now.getTime();
+  const wait = Math.min(
+    readyInMs + Math.round(deps.random() * PROVIDER_WAIT_JITTER_MS),
+    Math.max(0, untilExpiry) + 1,
+  );
+  deps.logger.debug({ messageId: message.id, waitMs: wait }, "every provider's breaker is open: job held");
+  return now.getTime() + wait;
+}
+
+/** Counts each provider's failure of the attempt: the providers it left first, and its last one. */
+function countProviderErrors(deps: DeliverDeps, message: MessageContent, outcome: DeliveryOutcome): void {
+  for (const { provider, error } of outcome.failovers ?? [])
+    deps.metrics?.providerError(message.channel, provider, error.class);
+  if (!outcome.ok && outcome.provider !== NO_PROVIDER)
+    deps.metrics?.providerError(message.channel, outcome.provider, outcome.error.class);
 }
 
 /** A message whose content was erased before its delivery has nothing left to send. */
@@ -299,6 +342,13 @@ async function append(deps: DeliverDeps, state: MessageState, events: MessageEve
  * success's detail (the push service's Location) at debug.
  */
 function logOutcome(logger: Logger, messageId: string, attempt: number, outcome: DeliveryOutcome): void {
+  for (const failover of outcome.failovers ?? []) {
+    const { provider, error, detail } = failover;
+    logger.info(
+      { messageId, attempt, provider, class: error.class, code: error.code, detail },
+      "provider did not take the message: attempt moved to the next provider",
+    );
+  }
   if (outcome.ok) {
     if (outcome.detail)
       logger.debug({ messageId, attempt, provider: outcome.provider, detail: outcome.detail }, "delivered");
@@ -324,9 +374,10 @@ function logOutcome(logger: Logger, messageId: string, attempt: number, outcome:
 async function sendSafely(
   prepared: Extract<Prepared, { ready: true }>,
   attempt: number,
+  options: SendOptions,
 ): Promise<DeliveryOutcome> {
   try {
-    return await prepared.send(attempt);
+    return await prepared.send(attempt, options);
   } catch (error) {
     return {
       ok: false,

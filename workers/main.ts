@@ -10,6 +10,7 @@ import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbound-fetch.js";
+import { twilioAccounts } from "../src/runtime/provider-accounts.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
@@ -119,7 +120,28 @@ async function main(): Promise<void> {
     onUnavailable: pauseWorker,
     onAvailable: resumeWhenHealthy,
   });
-  const providers = await createProviders(config);
+  const providers = await createProviders(config, {
+    // Provider lists (docs/decisions/0046): each failover counted, each breaker's change logged.
+    onFailover: (channel, from, to) => metrics.providerFailover(channel, from, to),
+    onBreakerChange: (channel, provider, from, to) => {
+      const fields = { channel, provider, from, to };
+      if (to === "open")
+        logger.warn(
+          fields,
+          "provider circuit breaker opened: the account is skipped until its cool-down is over",
+        );
+      else
+        logger.info(
+          fields,
+          `provider circuit breaker ${to === "closed" ? "closed" : "half-open: one probe"}`,
+        );
+    },
+  });
+  metrics.watchProviderBreakers(() =>
+    Object.entries(providers).flatMap(([channel, provider]) =>
+      (provider.breakers?.() ?? []).map((reading) => ({ channel, ...reading })),
+    ),
+  );
   // E-mails waiting for a render hold delivery slots: at most half of them (decision 0029).
   renderSandbox.configure({
     threads: config.TEMPLATE_RENDER_THREADS,
@@ -207,7 +229,7 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "idempotency key pruning failed")),
   );
 
-  if (config.SMS_PROVIDER === "twilio" && !config.PUBLIC_BASE_URL) {
+  if (twilioAccounts(config).length > 0 && !config.PUBLIC_BASE_URL) {
     logger.warn(
       "PUBLIC_BASE_URL is unset: Twilio is asked for no status callbacks, so no SMS delivery receipt will arrive",
     );

@@ -4,7 +4,7 @@ import type { DeliveryError, DeliveryOutcome } from "../domain/delivery-outcome.
 import type { MessageContent, RejectedReason } from "../domain/events.js";
 import type { SenderClaim } from "../domain/senders.js";
 import type { Config } from "../runtime/config.js";
-import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
+import type { Provider, ProviderMessage, ProviderOptions, SendOptions } from "./providers/provider.js";
 import type { SmsEncoding } from "./sms/content.js";
 
 /**
@@ -88,7 +88,7 @@ export interface RecordColumns {
 
 export interface PrepareDeps<M extends ProviderMessage> {
   db: Database;
-  /** The channel's provider, as configured. */
+  /** The channel's provider, as configured: with a provider list, the message's organization's. */
   provider: Provider<M>;
   now: () => Date;
   /**
@@ -104,7 +104,7 @@ export interface PrepareDeps<M extends ProviderMessage> {
  * template is missing or does not render is rejected before any provider is called.
  */
 export type Prepared =
-  | { ready: true; provider: string; send(attempt: number): Promise<DeliveryOutcome> }
+  | { ready: true; provider: string; send(attempt: number, options?: SendOptions): Promise<DeliveryOutcome> }
   | { ready: false; reason: RejectedReason; error: DeliveryError };
 
 /** A message ready for `provider`: each attempt sends what `build` makes for it. */
@@ -112,5 +112,9 @@ export function readyFor<M extends ProviderMessage>(
   provider: Provider<M>,
   build: (attempt: number) => M,
 ): Prepared {
-  return { ready: true, provider: provider.name, send: (attempt) => provider.send(build(attempt)) };
+  return {
+    ready: true,
+    provider: provider.name,
+    send: (attempt, options) => provider.send(build(attempt), options),
+  };
 }

@@ -3,7 +3,7 @@ import type { MessageContent } from "../domain/events.js";
 import type { Config } from "../runtime/config.js";
 import type { Channel, ChannelName, Prepared } from "./channel.js";
 import { email } from "./email/index.js";
-import type { Provider, ProviderOptions } from "./providers/provider.js";
+import type { Provider, ProviderMessage, ProviderOptions } from "./providers/provider.js";
 import { push } from "./push/index.js";
 import { sms } from "./sms/index.js";
 
@@ -33,14 +33,24 @@ export function channelNamed(name: Listed["name"]): Channel {
 }
 
 /**
- * The providers `SMS_PROVIDER`, `EMAIL_PROVIDER` and `PUSH_PROVIDER` name. Each channel loads its
- * provider code here, the first time: only the worker calls this.
+ * The providers `SMS_PROVIDER`, `EMAIL_PROVIDER` and `PUSH_PROVIDER` name (or the lists of
+ * `SMS_PROVIDERS` and `EMAIL_PROVIDERS`). Each channel loads its provider code here, the first
+ * time: only the worker calls this.
  */
 export async function createProviders(config: Config, options: ProviderOptions = {}): Promise<Providers> {
   const created = await Promise.all(
     channels.map(async (channel) => [channel.name, await channel.createProvider(config, options)] as const),
   );
   return Object.fromEntries(created) as Providers;
+}
+
+/**
+ * The provider a message goes through: its channel's, and with a provider list, its organization's
+ * own list when it has one (docs/decisions/0046).
+ */
+export function providerFor(providers: Providers, message: MessageContent): Provider<ProviderMessage> {
+  const provider: Provider<ProviderMessage> = providers[message.channel] as Provider<ProviderMessage>;
+  return provider.forOrganization?.(message.organizationId) ?? provider;
 }
 
 /**
@@ -58,7 +68,7 @@ export function prepareDelivery(
 ): Promise<Prepared> | Prepared {
   return channelNamed(message.channel).prepare(message, {
     db: deps.db,
-    provider: deps.providers[message.channel],
+    provider: providerFor(deps.providers, message),
     now: deps.now,
     ...(deps.isSuppressed && { isSuppressed: deps.isSuppressed }),
   });

@@ -1,6 +1,13 @@
 import { recordDelay, recordReceipt } from "./decide-receipt.js";
 import type { DeliveryError, DeliveryOutcome } from "./delivery-outcome.js";
-import type { FailedReason, MessageContent, MessageEvent, RejectedReason, Status } from "./events.js";
+import type {
+  FailedReason,
+  MessageContent,
+  MessageEvent,
+  OutcomeProviders,
+  RejectedReason,
+  Status,
+} from "./events.js";
 import type { DeliveryDelay, Receipt } from "./receipts.js";
 import { type RetryPolicy, retryDelayMs } from "./retry-policy.js";
 import { evolve, isTerminal, type MessageState } from "./state.js";
@@ -279,6 +286,7 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
   const now = command.now.toISOString();
   const { outcome } = command;
   const base = { retryCount: state.retryCount, occurredAt: now };
+  const providers = providersOf(outcome);
   if (outcome.ok) {
     return {
       events: [
@@ -292,6 +300,7 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
             // Only when the provider said: the events of the others keep their shape.
             ...(outcome.price && { price: outcome.price }),
             ...(outcome.segments !== undefined && { segments: outcome.segments }),
+            ...(providers.failovers && { failovers: providers.failovers }),
           },
         },
       ],
@@ -305,19 +314,25 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
           {
             type: "rejected",
             ...base,
-            data: { reason: "recipient_refused", attempt: command.attempt, error },
+            data: { reason: "recipient_refused", attempt: command.attempt, error, ...providers },
           },
         ],
       };
     case "permanent":
       return {
         events: [
-          { type: "failed", ...base, data: { reason: "permanent_error", attempt: command.attempt, error } },
+          {
+            type: "failed",
+            ...base,
+            data: { reason: "permanent_error", attempt: command.attempt, error, ...providers },
+          },
         ],
       };
     case "transient": {
       const fail = (reason: FailedReason): Decision => ({
-        events: [{ type: "failed", ...base, data: { reason, attempt: command.attempt, error } }],
+        events: [
+          { type: "failed", ...base, data: { reason, attempt: command.attempt, error, ...providers } },
+        ],
       });
       // Out of attempts after an interruption, the provider may well have sent it: say so.
       const interrupted = error.code === "attempt_interrupted";
@@ -338,6 +353,7 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
               attempt: command.attempt,
               error,
               retryAt: new Date(retryAt).toISOString(),
+              ...providers,
             },
           },
         ],
@@ -348,4 +364,18 @@ function recordOutcome(state: MessageState, command: Extract<Command, { type: "r
       throw new Error(`unknown failure class ${String(never)}`);
     }
   }
+}
+
+/**
+ * What an outcome of a provider list puts in its event (docs/decisions/0046): a failure's
+ * provider, and the providers the attempt left first when there were any. Nothing for a single
+ * provider's outcome, whose events keep their shape.
+ */
+function providersOf(outcome: DeliveryOutcome): OutcomeProviders {
+  if (outcome.failovers === undefined) return {};
+  const failovers =
+    outcome.failovers.length > 0
+      ? { failovers: outcome.failovers.map(({ provider, error }) => ({ provider, error })) }
+      : {};
+  return outcome.ok ? failovers : { provider: outcome.provider, ...failovers };
 }

@@ -25,11 +25,26 @@ export interface Price {
 }
 
 /**
+ * A provider of a provider list (docs/decisions/0046) that an attempt went to before the one that
+ * gave its outcome, and the error that provably left the message untaken there (a refused
+ * connection, a 503, a 429), so the attempt moved on to the next provider.
+ */
+export interface ProviderFailover {
+  /** The account's name (`twilio:primary`). */
+  provider: string;
+  error: DeliveryError;
+  /** What that provider said, for the worker's log only (never recorded in an event). */
+  detail?: string;
+}
+
+/**
  * `error.message` is ours: fixed text that quotes nothing the provider answered (tenants read it
  * in the message's history). What the provider said, if anything (its reply text, a header, which
  * address failed), is `detail`, for the worker's log only; no event ever records it. A success
  * may carry what the provider charges (`price`) and how many segments it counted (`segments`),
- * when it said so in a form checked to be only that.
+ * when it said so in a form checked to be only that. An outcome of a provider list carries
+ * `failovers` (empty when the first provider answered): its events then name the provider of a
+ * failure too, and the providers left first.
  */
 export type DeliveryOutcome =
   | {
@@ -39,5 +54,20 @@ export type DeliveryOutcome =
       price?: Price;
       segments?: number;
       detail?: string;
+      /** Sent through a provider list: the providers the attempt left first (maybe none). */
+      failovers?: readonly ProviderFailover[];
     }
-  | { ok: false; provider: string; error: DeliveryError; detail?: string };
+  | {
+      ok: false;
+      provider: string;
+      error: DeliveryError;
+      detail?: string;
+      /**
+       * The provider provably did not take the message (the connection was refused, it answered
+       * 503 or 429): another provider may be tried within the same attempt without sending it twice.
+       * Unset when it may have taken it (a time-out after the request left, a connection reset).
+       */
+      notTaken?: boolean;
+      /** Sent through a provider list: the providers the attempt left first (maybe none). */
+      failovers?: readonly ProviderFailover[];
+    };

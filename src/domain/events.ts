@@ -1,4 +1,4 @@
-import type { DeliveryError, Price } from "./delivery-outcome.js";
+import type { DeliveryError, Price, ProviderFailover } from "./delivery-outcome.js";
 import type { NotificationType, PriorityTier } from "./priority.js";
 import type { DelayData, ReceiptData } from "./receipts.js";
 import type { SuppressionEntry } from "./suppression.js";
@@ -94,6 +94,20 @@ export const REJECTED_REASONS = [
 ] as const;
 export type RejectedReason = (typeof REJECTED_REASONS)[number];
 
+/**
+ * Which providers a failed attempt went through, on its `retry_scheduled`, `failed` or `rejected`
+ * event, when the channel sends through a provider list (docs/decisions/0046): the provider whose
+ * answer ended the attempt (`none` when every provider's breaker was open), and those it left
+ * first. Absent on the events of a single provider (it is the only one) and on events from before.
+ */
+/** The `provider` of an attempt that called none: every provider's circuit breaker was open. */
+export const NO_PROVIDER = "none";
+
+export interface OutcomeProviders {
+  provider?: string;
+  failovers?: ProviderFailover[];
+}
+
 export type MessageEvent =
   | { type: "accepted"; retryCount: 0; occurredAt: string; data: MessageContent }
   | {
@@ -107,7 +121,12 @@ export type MessageEvent =
             /** The e-mail's recipients left out of this attempt, being on the suppression list. */
             suppressed?: SuppressionEntry[];
           }
-        | { kind: "retry_scheduled"; attempt: number; error: DeliveryError; retryAt: string };
+        | ({
+            kind: "retry_scheduled";
+            attempt: number;
+            error: DeliveryError;
+            retryAt: string;
+          } & OutcomeProviders);
     }
   | {
       type: "success";
@@ -121,13 +140,15 @@ export type MessageEvent =
         price?: Price;
         /** How many segments the provider counted, when it said (an SMS through Twilio). */
         segments?: number;
+        /** Through a provider list: the providers the attempt left before this one, when any. */
+        failovers?: ProviderFailover[];
       };
     }
   | {
       type: "failed";
       retryCount: number;
       occurredAt: string;
-      data: { reason: FailedReason; attempt: number; error?: DeliveryError };
+      data: { reason: FailedReason; attempt: number; error?: DeliveryError } & OutcomeProviders;
     }
   | {
       type: "rejected";
@@ -139,7 +160,7 @@ export type MessageEvent =
         error?: DeliveryError;
         /** `recipient_suppressed`: the suppression list's entry (the first, for an e-mail). */
         suppression?: SuppressionEntry;
-      };
+      } & OutcomeProviders;
     }
   | {
       type: "receipt";

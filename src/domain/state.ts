@@ -3,6 +3,8 @@ import {
   type FailedReason,
   type MessageContent,
   type MessageEvent,
+  NO_PROVIDER,
+  type OutcomeProviders,
   type RejectedReason,
   TERMINAL_STATUSES,
   TRANSITIONS,
@@ -30,7 +32,17 @@ interface Known {
 export type MessageState =
   | { status: "initial"; version: 0 }
   | (Known & { status: "accepted" })
-  | (Known & { status: "pending"; attemptInFlight: boolean; nextAttemptAt: string | null })
+  | (Known & {
+      status: "pending";
+      attemptInFlight: boolean;
+      nextAttemptAt: string | null;
+      /**
+       * The providers of a provider list the last failed attempt went through, as its
+       * `retry_scheduled` names them (docs/decisions/0046): the next attempt tries them last, so a
+       * retry after a provider's time-out goes to another. Absent when none are named.
+       */
+      failedOn?: readonly string[];
+    })
   | (Known & { status: "success"; deliveredAt: string })
   | (Known & { status: "failed"; reason: FailedReason })
   | (Known & { status: "rejected"; reason: RejectedReason });
@@ -92,8 +104,20 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
   switch (event.type) {
     case "pending":
       return event.data.kind === "attempt_started"
-        ? { status: "pending", attemptInFlight: true, nextAttemptAt: null, ...known }
-        : { status: "pending", attemptInFlight: false, nextAttemptAt: event.data.retryAt, ...known };
+        ? {
+            status: "pending",
+            attemptInFlight: true,
+            nextAttemptAt: null,
+            ...(state.status === "pending" && state.failedOn && { failedOn: state.failedOn }),
+            ...known,
+          }
+        : {
+            status: "pending",
+            attemptInFlight: false,
+            nextAttemptAt: event.data.retryAt,
+            ...failedOn(event.data),
+            ...known,
+          };
     case "success":
       return { status: "success", deliveredAt: event.occurredAt, ...known };
     case "failed":
@@ -105,6 +129,14 @@ export function evolve(state: MessageState, event: MessageEvent): MessageState {
       throw new Error(`unknown event ${JSON.stringify(never)}`);
     }
   }
+}
+
+/** The providers a `retry_scheduled` names (the breakers' `none` aside), as the state keeps them. */
+function failedOn(data: OutcomeProviders): { failedOn?: readonly string[] } {
+  if (data.provider === undefined && data.failovers === undefined) return {};
+  const names = [...(data.failovers ?? []).map((failover) => failover.provider)];
+  if (data.provider !== undefined && data.provider !== NO_PROVIDER) names.push(data.provider);
+  return names.length > 0 ? { failedOn: names } : {};
 }
 
 export function fold(events: readonly MessageEvent[], from: MessageState = initialState): MessageState {

@@ -73,7 +73,10 @@ export interface MessageWebhookBody {
     seq: number;
     priority: PriorityTier;
     notification_type: string | null;
-    /** Which provider accepted it (`message.succeeded`), else null. */
+    /**
+     * Which provider accepted it (`message.succeeded`); with a provider list, also which one
+     * answered a failed attempt (`message.retry_scheduled`, `.failed`, `.rejected`); else null.
+     */
     provider: string | null;
     provider_message_id: string | null;
     /** `message.failed` / `message.rejected`: why (`FAILED_REASONS`, `REJECTED_REASONS`); else null. */

@@ -1,6 +1,11 @@
 import { z } from "zod";
 import { type DeliveryError, FAILURE_CLASSES } from "../domain/delivery-outcome.js";
-import { FAILED_REASONS, type MessageEvent, REJECTED_REASONS } from "../domain/events.js";
+import {
+  FAILED_REASONS,
+  type MessageEvent,
+  type OutcomeProviders,
+  REJECTED_REASONS,
+} from "../domain/events.js";
 import { NOTIFICATION_TYPES, PRIORITY_TIERS } from "../domain/priority.js";
 import { RECEIPT_STATES } from "../domain/receipts.js";
 import { SUPPRESSION_REASONS, type SuppressionEntry } from "../domain/suppression.js";
@@ -30,6 +35,26 @@ const providerErrorSchema = z
     }),
   })
   .meta({ id: "ProviderError", description: "What the provider answered to one attempt" });
+
+/** A provider list's words on an outcome (docs/decisions/0046); absent with a single provider. */
+const outcomeProvider = z.string().optional().meta({
+  description:
+    "Only with a provider list: the provider (account) whose answer ended this attempt, e.g. `twilio:backup`; `none` when every provider's circuit breaker was open and none was called",
+});
+const failovers = z
+  .array(
+    z
+      .object({
+        provider: z.string().meta({ description: "The provider (account) left, e.g. `twilio:primary`" }),
+        error: providerErrorSchema,
+      })
+      .meta({ id: "ProviderFailover" }),
+  )
+  .optional()
+  .meta({
+    description:
+      "Only with a provider list, when this attempt went to other providers first: each, in order, with the error that showed it had not taken the message (a refused connection, a 503, a 429), so the attempt moved on to the next",
+  });
 
 const suppressionEntry = z
   .object({
@@ -71,13 +96,18 @@ export const historyEntry = z
       attempt,
       retry_at: timestamp,
       error: providerErrorSchema,
+      provider: outcomeProvider,
+      failovers,
     }),
     z.object({
       ...common,
       type: z.literal("success"),
       attempt,
-      provider: z.string(),
+      provider: z.string().meta({
+        description: "The provider that accepted it: with a provider list, the account (`twilio:backup`)",
+      }),
       provider_message_id: z.string(),
+      failovers,
       price: z
         .object({
           amount: z.string().meta({
@@ -102,6 +132,8 @@ export const historyEntry = z
       attempt,
       reason: z.enum(FAILED_REASONS),
       error: providerErrorSchema.nullable().meta({ description: "The last attempt's error, if it had one" }),
+      provider: outcomeProvider,
+      failovers,
     }),
     z.object({
       ...common,
@@ -114,6 +146,8 @@ export const historyEntry = z
       suppression: suppressionEntry.optional().meta({
         description: "Only for `recipient_suppressed`: the entry of the suppression list",
       }),
+      provider: outcomeProvider,
+      failovers,
     }),
     z.object({
       ...common,
@@ -181,10 +215,11 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
         attempt: data.attempt,
         retry_at: data.retryAt,
         error: providerError(data.error),
+        ...providersShown(data),
       };
     }
     case "success": {
-      const { attempt, provider, providerMessageId, price, segments } = event.data;
+      const { attempt, provider, providerMessageId, price, segments, failovers } = event.data;
       return {
         ...common,
         type: "success",
@@ -193,11 +228,19 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
         provider_message_id: providerMessageId,
         ...(price && { price: { amount: price.amount, currency: price.currency } }),
         ...(segments !== undefined && { segments }),
+        ...providersShown({ failovers }),
       };
     }
     case "failed": {
       const { reason, attempt, error } = event.data;
-      return { ...common, type: "failed", attempt, reason, error: error ? providerError(error) : null };
+      return {
+        ...common,
+        type: "failed",
+        attempt,
+        reason,
+        error: error ? providerError(error) : null,
+        ...providersShown(event.data),
+      };
     }
     case "rejected": {
       const { reason, attempt, error, suppression } = event.data;
@@ -208,6 +251,7 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
         reason,
         error: error ? providerError(error) : null,
         ...(suppression && { suppression: suppressionRef(suppression) }),
+        ...providersShown(event.data),
       };
     }
     case "receipt": {
@@ -241,6 +285,19 @@ export function toHistoryEntry(seq: number, event: MessageEvent): HistoryEntry {
 
 function suppressionRef(entry: SuppressionEntry) {
   return { reason: entry.reason, created_at: entry.createdAt };
+}
+
+/** A provider list's fields of an outcome event, as recorded (none for a single provider's). */
+function providersShown(data: OutcomeProviders) {
+  return {
+    ...(data.provider !== undefined && { provider: data.provider }),
+    ...(data.failovers && {
+      failovers: data.failovers.map((failover) => ({
+        provider: failover.provider,
+        error: providerError(failover.error),
+      })),
+    }),
+  };
 }
 
 /** `retryAfterMs` stays out: the event's `retry_at` already shows its effect. */

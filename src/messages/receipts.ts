@@ -20,14 +20,29 @@ import type { NewSuppression } from "../store/suppressions.js";
  * - `duplicate`: it does not move the delivery forward (the same again, or a late lower one);
  * - `unknown_message`: no such message;
  * - `other_provider`: the message is another channel's, or another provider accepted it;
- * - `provider_id_mismatch`: it names another provider message id than the one recorded.
+ * - `provider_id_mismatch`: it names another provider message id than the one recorded;
+ * - `wrong_account`: another account of the same provider took the message than the one(s)
+ *   whose credentials authenticated the receipt: nothing is recorded, and the intake answers as
+ *   to a bad signature (docs/decisions/0046).
  */
 export type ReceiptOutcome =
   | "recorded"
   | "duplicate"
   | "unknown_message"
   | "other_provider"
-  | "provider_id_mismatch";
+  | "provider_id_mismatch"
+  | "wrong_account";
+
+/**
+ * Which accounts of a provider a receipt may come from (docs/decisions/0046): every account of it
+ * the service sends through (`twilio:primary`, `twilio:backup`), and those whose credentials
+ * authenticated this receipt. The receipt is recorded as the account's that took its message (its
+ * `success` names it); before that success is recorded, as the first authenticated one's.
+ */
+export interface ReceiptAccounts {
+  all: readonly string[];
+  authenticated: readonly string[];
+}
 
 /** How many times a receipt is decided again after another writer (the worker) appended first. */
 export const MAX_RECEIPT_CONFLICTS = 5;
@@ -72,6 +87,8 @@ export interface ReceiptRequest {
   channel: Channel;
   receipt: Receipt;
   now: Date;
+  /** With several accounts of the receipt's provider: which it may come from (its `provider` is then ignored). */
+  accounts?: ReceiptAccounts;
 }
 
 /**
@@ -82,12 +99,15 @@ export interface ReceiptRequest {
  * Any failure of the append leaves nothing written: neither the event nor its suppression entry.
  */
 export function recordReceipt(store: ReceiptStore, request: ReceiptRequest): Promise<ReceiptOutcome> {
-  const { receipt, now } = request;
-  return recordProviderWord(store, request, receipt, (state) => ({
-    decision: decide(state, { type: "record_receipt", receipt, now }),
-    // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
-    suppress: suppressionFrom(state, receipt),
-  }));
+  const { now } = request;
+  return recordProviderWord(store, request, request.receipt, (state, provider) => {
+    const receipt = { ...request.receipt, provider };
+    return {
+      decision: decide(state, { type: "record_receipt", receipt, now }),
+      // A duplicate suppresses nothing: the entry came with the first (and one lifted since stays lifted).
+      suppress: suppressionFrom(state, receipt),
+    };
+  });
 }
 
 export interface DelayRequest {
@@ -119,9 +139,9 @@ export function recordDelay(store: ReceiptStore, request: DelayRequest): Promise
  */
 async function recordProviderWord(
   store: ReceiptStore,
-  request: { messageId: string; channel: Channel },
+  request: { messageId: string; channel: Channel; accounts?: ReceiptAccounts },
   from: { provider: string; providerMessageId: string | null },
-  decideOn: (state: MessageState) => { decision: Decision; suppress: NewSuppression[] },
+  decideOn: (state: MessageState, provider: string) => { decision: Decision; suppress: NewSuppression[] },
 ): Promise<ReceiptOutcome> {
   for (let conflicts = 0; ; conflicts++) {
     const { state, events } = await store.loadMessage(request.messageId);
@@ -129,12 +149,15 @@ async function recordProviderWord(
     if (state.message.channel !== request.channel) return "other_provider";
     // The provider that accepted it, and its id there: the last `success` (there is at most one).
     const success = events.findLast((stored) => stored.event.type === "success")?.event;
-    if (success?.type === "success") {
-      if (success.data.provider !== from.provider) return "other_provider";
+    const taker = success?.type === "success" ? success.data : undefined;
+    const provider = accountOf(request.accounts, taker?.provider) ?? from.provider;
+    if (provider === WRONG_ACCOUNT) return "wrong_account";
+    if (taker) {
+      if (taker.provider !== provider) return "other_provider";
       const named = from.providerMessageId;
-      if (named !== null && named !== success.data.providerMessageId) return "provider_id_mismatch";
+      if (named !== null && named !== taker.providerMessageId) return "provider_id_mismatch";
     }
-    const { decision, suppress } = decideOn(state);
+    const { decision, suppress } = decideOn(state, provider);
     if (!("events" in decision)) return "unknown_message";
     if (decision.events.length === 0) return "duplicate";
     try {
@@ -145,4 +168,21 @@ async function recordProviderWord(
       throw error;
     }
   }
+}
+
+const WRONG_ACCOUNT = Symbol("wrong account");
+
+/**
+ * The account a receipt is from, among `accounts` (undefined without them): the one that took the
+ * message when it is one of them, which must have authenticated the receipt (else
+ * {@link WRONG_ACCOUNT}); otherwise (no success recorded yet, or a message another provider took:
+ * `other_provider`, as before) the first that authenticated it.
+ */
+function accountOf(
+  accounts: ReceiptAccounts | undefined,
+  taker: string | undefined,
+): string | typeof WRONG_ACCOUNT | undefined {
+  if (!accounts) return undefined;
+  if (taker === undefined || !accounts.all.includes(taker)) return accounts.authenticated[0];
+  return accounts.authenticated.includes(taker) ? taker : WRONG_ACCOUNT;
 }

@@ -2,6 +2,7 @@ import type { Queue } from "bullmq";
 import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Database } from "../../db/client.js";
+import type { BreakerState } from "../channels/providers/breaker.js";
 import type { FailureClass } from "../domain/delivery-outcome.js";
 import type { Channel } from "../domain/events.js";
 import type { MessageState } from "../domain/state.js";
@@ -13,6 +14,16 @@ import type { PersistentRedisError } from "../runtime/redis-health.js";
  * one value, not their sum; the highest, so one process's stale reading never hides a backlog.
  */
 const READ_ON_SCRAPE = "max";
+
+/** One provider account's breaker, for `notification_provider_breaker_state`. */
+export interface BreakerGaugeReading {
+  channel: string;
+  provider: string;
+  state: BreakerState;
+}
+
+/** The gauge's value of each breaker state: the higher, the less traffic the account gets. */
+const BREAKER_GAUGE_VALUES: Readonly<Record<BreakerState, number>> = { closed: 0, half_open: 1, open: 2 };
 
 /**
  * The Prometheus metrics of one process. Counters count what this process did (the web process
@@ -60,6 +71,25 @@ export function createMetrics(options: {
     help: "Failed provider calls by channel, provider and error class (transient, rejected, permanent)",
     labelNames: ["channel", "provider", "class"] as const,
     registers: [registry],
+  });
+
+  // Provider lists (docs/decisions/0046): the worker's breakers and the attempts moved between providers.
+  const failovers = new Counter({
+    name: "notification_provider_failovers_total",
+    help: "Attempts moved from one provider of a provider list to the next (the first provably did not take the message), by channel and provider",
+    labelNames: ["channel", "from", "to"] as const,
+    registers: options.process === "worker" ? [registry] : [],
+  });
+  let readBreakers: () => Iterable<BreakerGaugeReading> = () => [];
+  new Gauge({
+    name: "notification_provider_breaker_state",
+    help: "Each provider account's circuit breaker in this worker: 0 closed, 1 half-open (its cool-down over: one probe goes through), 2 open (skipped)",
+    labelNames: ["channel", "provider"] as const,
+    registers: options.process === "worker" ? [registry] : [],
+    collect() {
+      for (const { channel, provider, state } of readBreakers())
+        this.set({ channel, provider }, BREAKER_GAUGE_VALUES[state]);
+    },
   });
 
   // Delivery receipts (docs/decisions/0038): the web process takes the providers' callbacks.
@@ -339,6 +369,14 @@ export function createMetrics(options: {
     },
     redisStalled(stalled: boolean) {
       redisStalled.set(stalled ? 1 : 0);
+    },
+    /** An attempt moved from provider `from` of a list to `to`. */
+    providerFailover(channel: string, from: string, to: string) {
+      failovers.inc({ channel, from, to });
+    },
+    /** Where the breakers of the worker's provider lists are read, on each scrape. */
+    watchProviderBreakers(read: () => Iterable<BreakerGaugeReading>) {
+      readBreakers = read;
     },
     /** One provider's receipt (status callback), by what came of it. */
     receipt(provider: string, outcome: string) {

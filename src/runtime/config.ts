@@ -2,6 +2,19 @@ import { isIP, isIPv4, isIPv6 } from "node:net";
 import { z } from "zod";
 import { parseMasterKey } from "./content-crypto.js";
 import { parseNetworks } from "./outbound/address-policy.js";
+import {
+  EMAIL_PROVIDER_KINDS,
+  type EmailAccount,
+  emailAccount,
+  organizationListsSetting,
+  type ProviderLists,
+  type ProviderRef,
+  providerListSetting,
+  resolveProviderLists,
+  SMS_PROVIDER_KINDS,
+  type SmsAccount,
+  smsAccount,
+} from "./provider-accounts.js";
 import { type RedisNode, type RedisTopology, redisTopologyFrom } from "./redis-topology.js";
 
 export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
@@ -175,7 +188,15 @@ export const configSchema = z.object({
   ONBOARDING_TOKEN: optionalString.pipe(z.string().min(16, "must be at least 16 characters").optional()),
   ADMIN_USER: optionalString,
   ADMIN_PASSWORD: optionalString,
-  SMS_PROVIDER: z.enum(["simulator", "twilio"]).optional(),
+  SMS_PROVIDER: z.enum(SMS_PROVIDER_KINDS).optional(),
+  /**
+   * Instead of SMS_PROVIDER: providers in order, `<kind>` or `<kind>:<name>` comma-separated
+   * (`twilio:primary,twilio:backup`), each named account's settings in `TWILIO_<NAME>_*`
+   * (docs/decisions/0046, src/runtime/provider-accounts.ts).
+   */
+  SMS_PROVIDERS: optionalString.pipe(providerListSetting(SMS_PROVIDER_KINDS).optional()),
+  /** Organizations' own SMS lists: `<organization id>=<list>`, separated by `;`. */
+  SMS_PROVIDERS_BY_ORGANIZATION: optionalString.pipe(organizationListsSetting(SMS_PROVIDER_KINDS).optional()),
   SMS_DEFAULT_SENDER: z.string().min(1).default("Notify"),
   /**
    * The most segments (messages billed) one SMS may take: a longer body is refused with a 400
@@ -187,7 +208,17 @@ export const configSchema = z.object({
   TWILIO_AUTH_TOKEN: optionalString,
   TWILIO_BASE_URL: z.url().default("https://api.twilio.com"),
   TWILIO_TIMEOUT_MS: int(100, 120_000).default(10_000),
-  EMAIL_PROVIDER: z.enum(["simulator", "smtp"]).optional(),
+  EMAIL_PROVIDER: z.enum(EMAIL_PROVIDER_KINDS).optional(),
+  /** Instead of EMAIL_PROVIDER: servers in order (`smtp:main,smtp:relay2`), settings in `SMTP_<NAME>_*`. */
+  EMAIL_PROVIDERS: optionalString.pipe(providerListSetting(EMAIL_PROVIDER_KINDS).optional()),
+  /** Organizations' own e-mail lists: `<organization id>=<list>`, separated by `;`. */
+  EMAIL_PROVIDERS_BY_ORGANIZATION: optionalString.pipe(
+    organizationListsSetting(EMAIL_PROVIDER_KINDS).optional(),
+  ),
+  /** A provider list's account is skipped after this many transient failures in a row (per worker). */
+  PROVIDER_BREAKER_FAILURES: int(1, 1000).default(5),
+  /** How long a skipped account is left alone before one probe tries it again. */
+  PROVIDER_BREAKER_COOLDOWN_MS: int(100, 3_600_000).default(30_000),
   SMTP_HOST: optionalString,
   SMTP_PORT: int(1, 65535).default(587),
   /** Implicit TLS from the first byte (port 465); otherwise STARTTLS when the server offers it. */
@@ -435,6 +466,10 @@ export type Config = Omit<
   Parsed,
   | "SMS_PROVIDER"
   | "EMAIL_PROVIDER"
+  | "SMS_PROVIDERS"
+  | "SMS_PROVIDERS_BY_ORGANIZATION"
+  | "EMAIL_PROVIDERS"
+  | "EMAIL_PROVIDERS_BY_ORGANIZATION"
   | "PUSH_PROVIDER"
   | "SMTP_TLS_REJECT_UNAUTHORIZED"
   | "PUSH_ENDPOINT_HOSTS"
@@ -450,8 +485,14 @@ export type Config = Omit<
   /** null: any host. */
   PUSH_ENDPOINT_HOSTS: readonly string[] | null;
   SMTP_TLS_REJECT_UNAUTHORIZED: boolean;
-  SMS_PROVIDER: NonNullable<Parsed["SMS_PROVIDER"]>;
-  EMAIL_PROVIDER: NonNullable<Parsed["EMAIL_PROVIDER"]>;
+  /** The one SMS provider; unset exactly when SMS_PROVIDERS (a list) is set. */
+  SMS_PROVIDER?: NonNullable<Parsed["SMS_PROVIDER"]>;
+  /** SMS_PROVIDERS and SMS_PROVIDERS_BY_ORGANIZATION, every account resolved (docs/decisions/0046). */
+  SMS_PROVIDERS?: ProviderLists<SmsAccount>;
+  /** The one e-mail provider; unset exactly when EMAIL_PROVIDERS (a list) is set. */
+  EMAIL_PROVIDER?: NonNullable<Parsed["EMAIL_PROVIDER"]>;
+  /** EMAIL_PROVIDERS and EMAIL_PROVIDERS_BY_ORGANIZATION, every account resolved. */
+  EMAIL_PROVIDERS?: ProviderLists<EmailAccount>;
   PUSH_PROVIDER: NonNullable<Parsed["PUSH_PROVIDER"]>;
   /** Where Redis is (one node, a cluster or a Sentinel-managed primary), from the REDIS_* settings. */
   REDIS: RedisTopology;
@@ -472,12 +513,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parseEnvironment(configSchema, env);
   const production = c.NODE_ENV === "production";
   // Outside production every channel defaults to its simulator; in production each is a choice.
-  const smsProvider = c.SMS_PROVIDER ?? (production ? undefined : "simulator");
-  const emailProvider = c.EMAIL_PROVIDER ?? (production ? undefined : "simulator");
+  // A list (SMS_PROVIDERS) takes the single provider's place.
+  const smsProvider = c.SMS_PROVIDERS
+    ? undefined
+    : (c.SMS_PROVIDER ?? (production ? undefined : "simulator"));
+  const emailProvider = c.EMAIL_PROVIDERS
+    ? undefined
+    : (c.EMAIL_PROVIDER ?? (production ? undefined : "simulator"));
   const pushProvider = c.PUSH_PROVIDER ?? (production ? undefined : "simulator");
   const problems: string[] = [];
-  if (!smsProvider) problems.push("SMS_PROVIDER: required when NODE_ENV=production (simulator or twilio)");
-  if (!emailProvider) problems.push("EMAIL_PROVIDER: required when NODE_ENV=production (simulator or smtp)");
+  if (!smsProvider && !c.SMS_PROVIDERS)
+    problems.push(
+      "SMS_PROVIDER: required when NODE_ENV=production (simulator or twilio), or a list in SMS_PROVIDERS",
+    );
+  if (!emailProvider && !c.EMAIL_PROVIDERS)
+    problems.push(
+      "EMAIL_PROVIDER: required when NODE_ENV=production (simulator or smtp), or a list in EMAIL_PROVIDERS",
+    );
+  const sms = providerLists(
+    problems,
+    "SMS",
+    c.SMS_PROVIDER,
+    c.SMS_PROVIDERS,
+    c.SMS_PROVIDERS_BY_ORGANIZATION,
+    smsAccount(env, c),
+  );
+  const email = providerLists(
+    problems,
+    "EMAIL",
+    c.EMAIL_PROVIDER,
+    c.EMAIL_PROVIDERS,
+    c.EMAIL_PROVIDERS_BY_ORGANIZATION,
+    emailAccount(env, c),
+  );
   if (!pushProvider) problems.push("PUSH_PROVIDER: required when NODE_ENV=production (simulator or webpush)");
   if (smsProvider === "twilio" && (!c.TWILIO_ACCOUNT_SID || !c.TWILIO_AUTH_TOKEN)) {
     problems.push("TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN: required when SMS_PROVIDER=twilio");
@@ -515,13 +583,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (problems.length > 0 || !redis.topology) {
     throw new ConfigError(`Invalid configuration:\n  ${problems.join("\n  ")}`);
   }
+  // The lists as written are read into SMS_PROVIDERS and EMAIL_PROVIDERS with their accounts.
+  const {
+    SMS_PROVIDERS: _smsList,
+    SMS_PROVIDERS_BY_ORGANIZATION: _smsByOrganization,
+    EMAIL_PROVIDERS: _emailList,
+    EMAIL_PROVIDERS_BY_ORGANIZATION: _emailByOrganization,
+    ...settings
+  } = c;
   return {
-    ...c,
+    ...settings,
     REDIS: redis.topology,
     QUEUE_SHARDS_CONSUMED:
       c.QUEUE_SHARDS_CONSUMED ?? Array.from({ length: c.QUEUE_SHARDS }, (_, shard) => shard),
-    SMS_PROVIDER: smsProvider ?? "simulator",
-    EMAIL_PROVIDER: emailProvider ?? "simulator",
+    ...(sms ? { SMS_PROVIDERS: sms, SMS_PROVIDER: undefined } : { SMS_PROVIDER: smsProvider ?? "simulator" }),
+    ...(email
+      ? { EMAIL_PROVIDERS: email, EMAIL_PROVIDER: undefined }
+      : { EMAIL_PROVIDER: emailProvider ?? "simulator" }),
     PUSH_PROVIDER: pushProvider ?? "simulator",
     // webpush sends, so it keeps to the browsers' push services unless told otherwise, in every
     // environment; the simulator sends nothing (outside production, any host).
@@ -535,6 +613,35 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     SMTP_TLS_REJECT_UNAUTHORIZED:
       c.SMTP_TLS_REJECT_UNAUTHORIZED ?? (Boolean(c.SMTP_USER) || c.SMTP_SECURE || c.SMTP_REQUIRE_TLS),
   };
+}
+
+/**
+ * A channel's provider lists (`SMS_PROVIDERS`, its organizations' lists), every account resolved,
+ * or undefined without a list; a problem for a list beside the single provider's setting, and for
+ * organizations' lists without a default one.
+ */
+function providerLists<A extends { name: string }, K extends string>(
+  problems: string[],
+  channel: "SMS" | "EMAIL",
+  single: string | undefined,
+  order: readonly ProviderRef<K>[] | undefined,
+  byOrganization: ReadonlyMap<string, readonly ProviderRef<K>[]> | undefined,
+  account: (ref: ProviderRef<K>, listedIn: string, problems: string[]) => A,
+): ProviderLists<A> | undefined {
+  if (order && single)
+    problems.push(
+      `${channel}_PROVIDERS: set ${channel}_PROVIDER (one provider) or ${channel}_PROVIDERS (a list), not both`,
+    );
+  if (byOrganization && !order)
+    problems.push(`${channel}_PROVIDERS_BY_ORGANIZATION: only with ${channel}_PROVIDERS (the default list)`);
+  if (!order) return undefined;
+  const resolved = resolveProviderLists(
+    `${channel}_PROVIDERS`,
+    { order, ...(byOrganization && { byOrganization }) },
+    account,
+  );
+  problems.push(...resolved.problems);
+  return resolved.lists;
 }
 
 /** The web process refuses to start in production without an onboarding token. */

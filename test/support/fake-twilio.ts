@@ -5,19 +5,36 @@ import { SegmentedMessage } from "sms-segments-calculator";
 import twilio from "twilio";
 
 /**
- * A stand-in for Twilio: its Messages endpoint (answered as Twilio answers), and its status
- * callbacks, posted the way Twilio posts them and signed with the official `twilio` package's
+ * A stand-in for Twilio: its Messages endpoint (answered as Twilio answers, or by an outage a test
+ * switches on: a 503, a hang, refused connections), and its status callbacks, posted the way Twilio posts them and signed with the official `twilio` package's
  * helper (never with our own code). The callbacks go to the service in process (`attach`) or, in
  * the end-to-end tests, over HTTP to the URL the service gave as `StatusCallback`.
  */
 
 export const TWILIO_ACCOUNT_SID = "AC0123456789abcdef0123456789abcdef";
 export const TWILIO_AUTH_TOKEN = "tok_3f9c2a7be1d64c58a0f1e2d3c4b5a697";
-const MESSAGES_PATH = `/2010-04-01/Accounts/${TWILIO_ACCOUNT_SID}/Messages.json`;
 
 export interface SentSms {
   sid: string;
   fields: Record<string, string>;
+}
+
+/**
+ * How the fake answers the Messages endpoint: as Twilio does (`ok`), with a 503 (`unavailable`),
+ * never (`hang`: the request is read and left unanswered), or not at all (`refuse`: the listener
+ * is closed, so connections are refused).
+ */
+export type FakeTwilioMode = "ok" | "unavailable" | "hang" | "refuse";
+
+/** One request to the Messages endpoint, whatever the answer: the ground truth of who got what. */
+export interface ReceivedSms {
+  /** Our message id, from its StatusCallback (needs PUBLIC_BASE_URL), else undefined. */
+  messageId: string | undefined;
+  fields: Record<string, string>;
+  /** Date.now() when the request's body was read. */
+  receivedAt: number;
+  /** 201 (a message made), 503, or `hung` (never answered). */
+  answer: 201 | 503 | "hung";
 }
 
 /** Answers a request as an in-process app does (Hono's `app.request`). */
@@ -25,6 +42,10 @@ type InProcessApp = { request(path: string, init: RequestInit): Response | Promi
 
 export class FakeTwilio {
   readonly sent: SentSms[] = [];
+  /** Every request to the Messages endpoint, answered or not (none reach it while it refuses). */
+  readonly received: ReceivedSms[] = [];
+  /** Told of each request as it is recorded, before it is answered (a fake in a child process logs it). */
+  onReceived: ((request: ReceivedSms) => void) | undefined;
   /** Runs before the 201 is answered (a callback that beats our own record of the success). */
   beforeAnswer: ((sms: SentSms) => Promise<void>) | undefined;
   /**
@@ -32,26 +53,85 @@ export class FakeTwilio {
    * (the price is filled in once the message is sent), or a charge such as "-0.00750".
    */
   price: string | null = null;
+  readonly accountSid: string;
+  readonly authToken: string;
   readonly #server: Server;
   readonly #publicBaseUrl: string;
+  readonly #messagesPath: string;
   #app: InProcessApp | undefined;
+  #mode: FakeTwilioMode = "ok";
+  #port = 0;
+  /** Requests left unanswered (`hang`), ended when the fake recovers or closes. */
+  readonly #hung = new Set<ServerResponse>();
 
-  private constructor(server: Server, publicBaseUrl: string) {
+  private constructor(
+    server: Server,
+    publicBaseUrl: string,
+    account: { accountSid: string; authToken: string },
+  ) {
     this.#server = server;
     this.#publicBaseUrl = publicBaseUrl.replace(/\/+$/, "");
+    this.accountSid = account.accountSid;
+    this.authToken = account.authToken;
+    this.#messagesPath = `/2010-04-01/Accounts/${account.accountSid}/Messages.json`;
   }
 
-  /** `publicBaseUrl`: the service's PUBLIC_BASE_URL, under which every StatusCallback must be. */
-  static async start(publicBaseUrl: string): Promise<FakeTwilio> {
+  /**
+   * `publicBaseUrl`: the service's PUBLIC_BASE_URL, under which every StatusCallback must be.
+   * `account`: the Twilio account it plays (a second fake plays another, with its own token).
+   */
+  static async start(
+    publicBaseUrl: string,
+    account: { accountSid: string; authToken: string } = {
+      accountSid: TWILIO_ACCOUNT_SID,
+      authToken: TWILIO_AUTH_TOKEN,
+    },
+    port = 0,
+  ): Promise<FakeTwilio> {
     let fake: FakeTwilio | undefined;
     const server = createServer((req, res) => void fake?.handle(req, res));
-    fake = new FakeTwilio(server, publicBaseUrl);
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    fake = new FakeTwilio(server, publicBaseUrl, account);
+    await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+    fake.#port = (server.address() as AddressInfo).port;
     return fake;
   }
 
   get baseUrl(): string {
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${this.#port}`;
+  }
+
+  get mode(): FakeTwilioMode {
+    return this.#mode;
+  }
+
+  /**
+   * Switches how it answers from now on. `refuse` closes the listener and every open connection
+   * (a request on one in flight is cut); leaving it listens on the same port again. Leaving `hang`
+   * ends the requests left hanging by closing their connections.
+   */
+  async behave(mode: FakeTwilioMode): Promise<void> {
+    if (mode === this.#mode) return;
+    const from = this.#mode;
+    this.#mode = mode;
+    if (from === "hang") this.#endHung();
+    if (mode === "refuse") {
+      await new Promise<void>((resolve) => {
+        this.#server.close(() => resolve());
+        this.#server.closeAllConnections();
+      });
+    } else if (from === "refuse") {
+      await new Promise<void>((resolve) => this.#server.listen(this.#port, "127.0.0.1", resolve));
+    }
+  }
+
+  /** The requests made for one of our messages (by its StatusCallback). */
+  receivedFor(messageId: string): ReceivedSms[] {
+    return this.received.filter((request) => request.messageId === messageId);
+  }
+
+  #endHung(): void {
+    for (const res of this.#hung) res.socket?.destroy();
+    this.#hung.clear();
   }
 
   /** Posts the callbacks to this app in process, at the path under PUBLIC_BASE_URL. */
@@ -63,11 +143,32 @@ export class FakeTwilio {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString("utf8")));
-    if (req.method !== "POST" || req.url !== MESSAGES_PATH) {
+    if (req.method !== "POST" || req.url !== this.#messagesPath) {
       res.writeHead(404, { "Content-Type": "application/json" });
       res.end(JSON.stringify({ code: 20404, message: "not found" }));
       return;
     }
+    const callback = fields.StatusCallback;
+    const messageId = callback?.slice(callback.lastIndexOf("/") + 1) || undefined;
+    const received = { messageId, fields, receivedAt: Date.now() };
+    const record = (request: ReceivedSms) => {
+      this.received.push(request);
+      this.onReceived?.(request);
+    };
+    if (this.#mode === "hang") {
+      record({ ...received, answer: "hung" });
+      this.#hung.add(res);
+      res.on("close", () => this.#hung.delete(res));
+      return;
+    }
+    if (this.#mode !== "ok") {
+      // `refuse` while a connection opened before it was still being read: refused all the same.
+      record({ ...received, answer: 503 });
+      res.writeHead(503, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ code: 20503, message: "Service Unavailable", status: 503 }));
+      return;
+    }
+    record({ ...received, answer: 201 });
     const sms = { sid: `SM${randomUUID().replaceAll("-", "")}`, fields };
     this.sent.push(sms);
     await this.beforeAnswer?.(sms);
@@ -80,7 +181,7 @@ export class FakeTwilio {
     const body = sms.fields.Body ?? "";
     const now = new Date().toUTCString().replace("GMT", "+0000");
     return {
-      account_sid: TWILIO_ACCOUNT_SID,
+      account_sid: this.accountSid,
       api_version: "2010-04-01",
       body,
       date_created: now,
@@ -99,7 +200,7 @@ export class FakeTwilio {
       sid: sms.sid,
       status: "queued",
       to: sms.fields.To ?? null,
-      uri: `/2010-04-01/Accounts/${TWILIO_ACCOUNT_SID}/Messages/${sms.sid}.json`,
+      uri: `/2010-04-01/Accounts/${this.accountSid}/Messages/${sms.sid}.json`,
     };
   }
 
@@ -130,7 +231,7 @@ export class FakeTwilio {
       throw new Error(`no StatusCallback under ${this.#publicBaseUrl}: ${url}`);
     const fields: Record<string, string> = {
       ApiVersion: "2010-04-01",
-      AccountSid: TWILIO_ACCOUNT_SID,
+      AccountSid: this.accountSid,
       From: sms.fields.From ?? "",
       To: sms.fields.To ?? "",
       MessageSid: sms.sid,
@@ -141,11 +242,7 @@ export class FakeTwilio {
     };
     const signature =
       options.signature === undefined
-        ? twilio.getExpectedTwilioSignature(
-            options.token ?? TWILIO_AUTH_TOKEN,
-            options.signedUrl ?? url,
-            fields,
-          )
+        ? twilio.getExpectedTwilioSignature(options.token ?? this.authToken, options.signedUrl ?? url, fields)
         : options.signature;
     const init = {
       method: "POST",
@@ -163,7 +260,9 @@ export class FakeTwilio {
   }
 
   async close(): Promise<void> {
+    this.#endHung();
     this.#server.closeAllConnections();
+    if (this.#mode === "refuse") return;
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 }

@@ -46,7 +46,7 @@ export const messageWebhookEvent = z
       notification_type: z.string().nullable(),
       provider: z.string().nullable().meta({
         description:
-          "`message.succeeded`: the provider that accepted it; a receipt's event: the provider that sent the receipt",
+          "`message.succeeded`: the provider that accepted it; a receipt's event: the provider that sent the receipt; with a provider list, `message.retry_scheduled`, `.failed` and `.rejected` after a provider's answer: the provider (account) that gave it",
       }),
       provider_message_id: z.string().nullable(),
       reason: z.string().nullable().meta({

@@ -1,5 +1,7 @@
-import { ConfigError } from "../../runtime/config.js";
+import { type Config, ConfigError } from "../../runtime/config.js";
+import type { ProviderLists } from "../../runtime/provider-accounts.js";
 import type { Provider, ProviderMessage, ProviderOptions } from "./provider.js";
+import { providerList } from "./provider-list.js";
 import type { SimulatorOptions } from "./simulator.js";
 
 /**
@@ -45,4 +47,37 @@ export function requiredSettings<C, const K extends readonly (keyof C & string)[
     throw new ConfigError(`${names.join(" / ")}: required when ${chosen}`);
   }
   return values as { [I in keyof K]: NonNullable<C[K[I]]> };
+}
+
+/** The breaker settings a provider list needs. */
+export type BreakerSettings = Partial<
+  Pick<Config, "PROVIDER_BREAKER_FAILURES" | "PROVIDER_BREAKER_COOLDOWN_MS">
+>;
+
+/**
+ * A channel's provider list (`SMS_PROVIDERS`, docs/decisions/0046) from its resolved accounts:
+ * `make` builds each account's provider, named as the account.
+ */
+export function listedProviders<A extends { name: string }, M extends ProviderMessage>(
+  channel: string,
+  lists: ProviderLists<A>,
+  config: BreakerSettings,
+  options: ProviderOptions,
+  make: (account: A) => Provider<M>,
+): Provider<M> {
+  const [failures, cooldownMs] = requiredSettings(
+    config,
+    ["PROVIDER_BREAKER_FAILURES", "PROVIDER_BREAKER_COOLDOWN_MS"],
+    `${channel.toUpperCase()}_PROVIDERS is set`,
+  );
+  return providerList({
+    channel,
+    accounts: lists.accounts.map(make),
+    order: lists.order,
+    byOrganization: lists.byOrganization,
+    breaker: { failures, cooldownMs },
+    ...(options.now && { now: options.now }),
+    ...(options.onFailover && { onFailover: options.onFailover }),
+    ...(options.onBreakerChange && { onBreakerChange: options.onBreakerChange }),
+  });
 }

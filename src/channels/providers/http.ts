@@ -16,17 +16,37 @@ export function parseRetryAfter(header: string | null, now: number = Date.now())
 }
 
 /**
+ * Network failures that happen before a request leaves (no connection was made: refused, no such
+ * host, no route, a TLS handshake that failed): the other side never saw the request, so it cannot
+ * have acted on it. A time-out, a reset or a connection closed mid-exchange may come after it did.
+ */
+const NEVER_SENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "CERT_HAS_EXPIRED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
  * A `fetch` that threw: its time-out (the AbortSignal's), a connection the outbound guard refused
  * (the address is not public: `rejected`, as it will never be), or a network failure, the first
  * and last transient. `who` names the other side in words of ours ("Twilio", "the push service"):
  * the message quotes no host, address or port (it must not tell an open port from a closed one);
- * the `detail`, for the log, has what the network said.
+ * the `detail`, for the log, has what the network said. `notTaken`: the request provably never
+ * reached the other side (docs/decisions/0046); a time-out never says so.
  */
 export function classifyFetchError(
   err: unknown,
   who: string,
   timeoutMs: number,
-): { error: DeliveryError; detail: string } {
+): { error: DeliveryError; detail: string; notTaken?: true } {
   const detail = describe(err);
   if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) {
     return {
@@ -44,7 +64,26 @@ export function classifyFetchError(
       detail,
     };
   }
-  return { error: { class: "transient", code: "network_error", message: `Could not reach ${who}` }, detail };
+  const error: DeliveryError = {
+    class: "transient",
+    code: "network_error",
+    message: `Could not reach ${who}`,
+  };
+  return NEVER_SENT_CODES.has(causeCode(err) ?? "") ? { error, detail, notTaken: true } : { error, detail };
+}
+
+function causeCode(err: unknown): string | undefined {
+  const cause: unknown = err instanceof Error ? err.cause : undefined;
+  return cause instanceof Error && "code" in cause && typeof cause.code === "string" ? cause.code : undefined;
+}
+
+/**
+ * HTTP answers that say the request was not acted on and may be made elsewhere: 429 (too many
+ * requests) and 503 (unavailable: the server refuses it as a whole). A 500, 502 or 504 may come
+ * from a gateway after the service behind it took the request, so they say nothing of the kind.
+ */
+export function refusedUntaken(status: number): boolean {
+  return status === 429 || status === 503;
 }
 
 /** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */

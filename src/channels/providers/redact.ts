@@ -44,19 +44,22 @@ const CONTROL_AND_SPACE = /[\u0000-\u001f\u007f\s]+/g;
 export const MAX_DETAIL_LENGTH = 1000;
 
 /**
- * A provider's failed outcome, its message and its detail (for the log only) cleaned of `secrets`.
+ * A provider's failed outcome, its message and its detail (for the log only) cleaned of `secrets`;
+ * `notTaken` when the provider provably did not take the message (docs/decisions/0046).
  */
 export function failedOutcome(
   provider: string,
   error: DeliveryError,
   secrets: readonly string[],
   detail?: string,
+  notTaken?: boolean,
 ): DeliveryOutcome {
   return {
     ok: false,
     provider,
     error: { ...error, message: cleanMessage(error.message, secrets) },
     ...(detail ? { detail: cleanDetail(detail, secrets) } : {}),
+    ...(notTaken && { notTaken: true }),
   };
 }
 

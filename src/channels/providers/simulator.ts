@@ -24,6 +24,8 @@ export interface SimulatedCase {
 export interface SimulatorOptions {
   /** Retry-After reported by rate-limited cases; default 1000. */
   rateLimitRetryAfterMs?: number;
+  /** Its name in outcomes and the history: `simulator` (default), or a provider list's `simulator:b`. */
+  name?: string;
 }
 
 /** What a channel gives to have a simulator: its table, and how to read a message against it. */
@@ -41,12 +43,13 @@ export interface SimulatorTable<M extends ProviderMessage> {
  * message's recipients and the attempt number.
  */
 export class TableSimulator<M extends ProviderMessage> implements Provider<M> {
-  readonly name = "simulator";
+  readonly name: string;
   readonly #table: SimulatorTable<M>;
   readonly #cases: ReadonlyMap<string, SimulatedCase>;
   readonly #rateLimitRetryAfterMs: number;
 
   constructor(table: SimulatorTable<M>, options: SimulatorOptions = {}) {
+    this.name = options.name ?? "simulator";
     this.#table = table;
     this.#cases = new Map(Object.entries(table.cases));
     this.#rateLimitRetryAfterMs = options.rateLimitRetryAfterMs ?? 1000;

@@ -77,6 +77,14 @@ function failure(
   return { ok: false, provider: "smtp", error: { class: cls, code, message }, detail };
 }
 
+/**
+ * A failure that proves the server did not take the message (a 4xx, no connection): a provider
+ * list may try another server within the same attempt (docs/decisions/0046).
+ */
+function untaken(...args: Parameters<typeof failure>) {
+  return { ...failure(...args), notTaken: true };
+}
+
 describe("SmtpEmailProvider against a real SMTP server", () => {
   let server: TestSmtpServer;
   const providers: SmtpEmailProvider[] = [];
@@ -124,8 +132,9 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     return PostalMime.parse(received.raw);
   }
 
-  it("is named smtp", () => {
+  it("is named smtp, or as its provider list's account", () => {
     expect(provider().name).toBe("smtp");
+    expect(provider({ name: "smtp:relay2" }).name).toBe("smtp:relay2");
   });
 
   it("with a return path, the envelope sender is bounce+{message id}@BOUNCE_DOMAIN, to every recipient, bcc in no header", async () => {
@@ -212,10 +221,10 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     expect(server.received[0]?.rcptTo).toEqual(["ada@example.org", "audit@example.net"]);
   });
 
-  it("a 4xx for every recipient is transient, coded by the reply", async () => {
+  it("a 4xx for every recipient is transient, coded by the reply, and not taken", async () => {
     server.scenario = { rcpt: () => smtpError(451, "4.3.0 Try again later") };
     expect(await send()).toStrictEqual(
-      failure(
+      untaken(
         "transient",
         "smtp_451",
         "The SMTP server answered RCPT TO with 451",
@@ -244,7 +253,7 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
           ? smtpError(452, "4.2.2 Mailbox full")
           : smtpError(550, "5.1.1 No such user"),
     };
-    expect(await send()).toStrictEqual(failure("transient", "smtp_452"));
+    expect(await send()).toStrictEqual(untaken("transient", "smtp_452"));
   });
 
   it("a reply quoting the recipient (Postfix's 550) reaches the log's detail without it, never the message", async () => {
@@ -265,10 +274,10 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     expect(JSON.stringify(outcome)).not.toMatch(/example\.org|example\.net/);
   });
 
-  it("a 4xx after DATA is transient", async () => {
+  it("a 4xx after DATA is transient, and not taken (a 4xx reply refuses the message)", async () => {
     server.scenario = { data: () => smtpError(452, "4.3.1 Insufficient system storage") };
     expect(await send()).toStrictEqual(
-      failure(
+      untaken(
         "transient",
         "smtp_452",
         "The SMTP server answered DATA with 452",
@@ -318,10 +327,10 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     );
   });
 
-  it("a refused connection is a transient network error", async () => {
+  it("a refused connection is a transient network error, and not taken", async () => {
     const port = await closedPort();
     expect(await send(provider({ port }))).toStrictEqual(
-      failure(
+      untaken(
         "transient",
         "network_error",
         "Could not reach the SMTP server",
@@ -335,8 +344,9 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     try {
       const started = performance.now();
       const outcome = await send(provider({ port: silent.port, timeoutMs: 300 }));
-      // The greeting and the socket's idle time-out both run out at 300 ms; either may report.
-      expect(outcome).toStrictEqual(
+      // The greeting and the socket's idle time-out both run out at 300 ms; either may report
+      // (only the greeting's proves no mail transaction began).
+      expect(outcome).toMatchObject(
         failure(
           "transient",
           "timeout",
@@ -344,6 +354,10 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
             /^The SMTP server did not answer within 300 ms \(waiting for (the greeting|a reply)\)$/,
           ),
         ),
+      );
+      if (outcome.ok) throw new Error("unreachable");
+      expect(Boolean("notTaken" in outcome && outcome.notTaken)).toBe(
+        outcome.error.message.includes("the greeting"),
       );
       expect(performance.now() - started).toBeLessThan(2000);
     } finally {
@@ -354,6 +368,7 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
   it("a server that goes silent after the message is sent is transient within about the time-out", async () => {
     server.scenario = { data: () => "hang" };
     const started = performance.now();
+    // Strictly: no `notTaken`, since the server may have taken the message it was sent.
     expect(await send(provider({ timeoutMs: 300 }))).toStrictEqual(failure("transient", "timeout"));
     expect(performance.now() - started).toBeLessThan(2000);
   });

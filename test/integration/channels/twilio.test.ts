@@ -162,13 +162,19 @@ function failure(
   cls: string,
   code: string,
   message: unknown = expect.any(String),
-  { retryAfterMs, detail = expect.any(String) }: { retryAfterMs?: number; detail?: unknown } = {},
+  {
+    retryAfterMs,
+    detail = expect.any(String),
+    notTaken,
+  }: { retryAfterMs?: number; detail?: unknown; notTaken?: true } = {},
 ) {
   return {
     ok: false,
     provider: "twilio",
     error: { class: cls, code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) },
     detail,
+    // Twilio provably made no message: a provider list may try another account (decision 0046).
+    ...(notTaken && { notTaken }),
   };
 }
 
@@ -199,8 +205,16 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     return outcome;
   }
 
-  it("is named twilio", () => {
+  it("is named twilio, or as its provider list's account", () => {
     expect(provider().name).toBe("twilio");
+    const named = new TwilioSmsProvider({
+      accountSid: ACCOUNT_SID,
+      authToken: AUTH_TOKEN,
+      baseUrl: twilio.baseUrl,
+      timeoutMs: 5000,
+      name: "twilio:backup",
+    });
+    expect(named.name).toBe("twilio:backup");
   });
 
   it("a 201 with a sid is a success carrying that sid", async () => {
@@ -367,11 +381,14 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     });
   });
 
-  it("a 429 with Retry-After: 3 is transient and asks for a 3000 ms wait", async () => {
+  it("a 429 with Retry-After: 3 is transient, not taken, and asks for a 3000 ms wait", async () => {
     twilio.scenario = (_req, res) =>
       sendTwilioError(res, 429, 20429, "Too Many Requests", { "Retry-After": "3" });
     expect(await send()).toStrictEqual(
-      failure("transient", "20429", "Twilio answered HTTP 429 with error 20429", { retryAfterMs: 3000 }),
+      failure("transient", "20429", "Twilio answered HTTP 429 with error 20429", {
+        retryAfterMs: 3000,
+        notTaken: true,
+      }),
     );
   });
 
@@ -390,11 +407,11 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
   it("a 429 without Retry-After is transient with no suggested wait", async () => {
     twilio.scenario = (_req, res) => sendTwilioError(res, 429, 20429, "Too Many Requests");
     expect(await send()).toStrictEqual(
-      failure("transient", "20429", "Twilio answered HTTP 429 with error 20429"),
+      failure("transient", "20429", "Twilio answered HTTP 429 with error 20429", { notTaken: true }),
     );
   });
 
-  it("a 500 is transient", async () => {
+  it("a 500 is transient, and may have been taken (a gateway may answer it after Twilio did)", async () => {
     twilio.scenario = (_req, res) => sendTwilioError(res, 500, 20500, "Internal Server Error");
     expect(await send()).toStrictEqual(
       failure("transient", "20500", "Twilio answered HTTP 500 with error 20500", {
@@ -403,7 +420,7 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     );
   });
 
-  it("a 503 with a plain-text body is transient, coded by its status", async () => {
+  it("a 503 with a plain-text body is transient, coded by its status, and not taken", async () => {
     twilio.scenario = (_req, res) => {
       res.writeHead(503, { "Content-Type": "text/plain" });
       res.end("Service Unavailable");
@@ -411,8 +428,23 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     expect(await send()).toStrictEqual(
       failure("transient", "http_503", "Twilio answered HTTP 503", {
         detail: "Twilio answered HTTP 503: Service Unavailable",
+        notTaken: true,
       }),
     );
+  });
+
+  it.each([502, 504])("a %i is transient and may have been taken", async (status) => {
+    twilio.scenario = (_req, res) => sendTwilioError(res, status, 20000 + status, "Gateway");
+    const outcome = await send();
+    expect(outcome).toMatchObject({ ok: false, error: { class: "transient" } });
+    expect(outcome).not.toHaveProperty("notTaken");
+  });
+
+  it("a connection reset once the request is sent is transient and may have been taken", async () => {
+    twilio.scenario = (_req, res) => res.socket?.resetAndDestroy();
+    const outcome = await send();
+    expect(outcome).toMatchObject({ ok: false, error: { class: "transient", code: "network_error" } });
+    expect(outcome).not.toHaveProperty("notTaken");
   });
 
   it("a redirect is not followed and is permanent, since the base URL must be wrong", async () => {
@@ -449,6 +481,7 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     expect(outcome).toStrictEqual(
       failure("transient", "network_error", "Could not reach Twilio", {
         detail: expect.stringMatching(new RegExp(`ECONNREFUSED.*127\\.0\\.0\\.1:${port}`)),
+        notTaken: true,
       }),
     );
   });

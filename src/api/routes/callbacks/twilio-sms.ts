@@ -8,6 +8,7 @@ import {
 } from "../../../channels/sms/receipts/twilio.js";
 import { errorResponse } from "../../../http/errors.js";
 import { recordReceipt } from "../../../messages/receipts.js";
+import { twilioAccounts } from "../../../runtime/provider-accounts.js";
 import { bodyLimit } from "../../register-routes.js";
 import type { AppDeps, AppEnv } from "../../types.js";
 
@@ -29,11 +30,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const { config, logger, metrics } = deps;
+  // The Twilio accounts messages go through (`twilio`, or a provider list's `twilio:backup` …):
+  // each callback is verified with the token of the account that took its message (decision 0046).
+  const accounts = twilioAccounts(config);
+  const accountNames = accounts.map((account) => account.name);
   app.post(`${TWILIO_SMS_CALLBACK_PATH}/:messageId`, bodyLimit(MAX_CALLBACK_BYTES), async (c) => {
-    const authToken = config.TWILIO_AUTH_TOKEN;
     const publicBaseUrl = config.PUBLIC_BASE_URL;
     // Without Twilio or a public address no callback was ever asked for: the route is not there.
-    if (config.SMS_PROVIDER !== "twilio" || !authToken || !publicBaseUrl)
+    if (accounts.length === 0 || !publicBaseUrl)
       return errorResponse(c, 404, `No route for POST ${c.req.path}`);
     const count = (outcome: string) => metrics.receipt("twilio", outcome);
     const messageId = c.req.param("messageId");
@@ -43,14 +47,21 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
     const params = formParams(await c.req.text());
     // The URL we gave Twilio, from PUBLIC_BASE_URL: never this request's Host or X-Forwarded-*.
     const url = twilioStatusCallbackUrl(publicBaseUrl, messageId);
-    if (!verifyTwilioSignature(authToken, url, params, c.req.header("x-twilio-signature"))) {
+    const signature = c.req.header("x-twilio-signature");
+    // Every account's token is tried (one HMAC each, no database read before one matches); which
+    // account it must be is known once the message is read.
+    const authenticated = accounts
+      .filter(({ authToken }) => verifyTwilioSignature(authToken, url, params, signature))
+      .map(({ name }) => name);
+    const refuse = () => {
       count("bad_signature");
       logger.warn(
         { messageId: messageId.slice(0, 64) },
         "Twilio status callback with a missing or wrong signature",
       );
       return errorResponse(c, 403, "X-Twilio-Signature is missing or wrong");
-    }
+    };
+    if (authenticated.length === 0) return refuse();
     const callback = twilioCallback(params);
     if (callback.kind === "malformed") {
       count("malformed");
@@ -71,8 +82,16 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
     // asks for no retries), so that receipt is lost, and a STOP is learnt again from the 21610 of
     // the next send.
     const outcome = UUID.test(messageId)
-      ? await recordReceipt(deps.store, { messageId, channel: "sms", receipt, now: deps.now() })
+      ? await recordReceipt(deps.store, {
+          messageId,
+          channel: "sms",
+          receipt,
+          now: deps.now(),
+          accounts: { all: accountNames, authenticated },
+        })
       : "unknown_message";
+    // Signed by one of our accounts, but not by the one that took the message.
+    if (outcome === "wrong_account") return refuse();
     count(outcome);
     const fields = {
       messageId,

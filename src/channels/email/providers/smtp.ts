@@ -32,6 +32,8 @@ export interface SmtpEmailProviderOptions {
    * come back; the From header stays the sender's. Without: the envelope sender is the From address.
    */
   returnPath?: ReturnPathSettings;
+  /** The account's name in outcomes and the history: `smtp` (default), or a list's `smtp:relay2`. */
+  name?: string;
 }
 
 /**
@@ -53,7 +55,7 @@ export interface SmtpEmailProviderOptions {
  * every recipient in it replaced by "[recipient]".
  */
 export class SmtpEmailProvider implements EmailProvider {
-  readonly name = "smtp";
+  readonly name: string;
   readonly #transport: Transporter<SMTPSentMessageInfo>;
   readonly #server: string;
   readonly timeoutMs: number;
@@ -62,6 +64,7 @@ export class SmtpEmailProvider implements EmailProvider {
   readonly #returnPath: ReturnPathSettings | undefined;
 
   constructor(options: SmtpEmailProviderOptions) {
+    this.name = options.name ?? "smtp";
     this.#server = `${options.host}:${options.port}`;
     this.timeoutMs = options.timeoutMs;
     this.#secrets = secretsOf(options.user, options.password);
@@ -98,7 +101,11 @@ export class SmtpEmailProvider implements EmailProvider {
     } catch (err) {
       const { error, detail } = classify(err, this.timeoutMs);
       const recipients = [...message.to, ...message.cc, ...message.bcc].map((r) => r.email);
-      return this.#failure(error, `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`);
+      return this.#failure(
+        error,
+        `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`,
+        neverTaken(err),
+      );
     }
   }
 
@@ -108,8 +115,8 @@ export class SmtpEmailProvider implements EmailProvider {
   }
 
   /** A failure, its message and its detail (for the log) cleaned of the password. */
-  #failure(error: DeliveryError, detail: string): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets, detail);
+  #failure(error: DeliveryError, detail: string, notTaken: boolean): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail, notTaken);
   }
 }
 
@@ -241,6 +248,33 @@ function classify(err: unknown, timeoutMs: number): { error: DeliveryError; deta
   // Missing credentials and anything unrecognised: a configuration fix or a new connection may
   // well cure it, so it is retried rather than failed for good.
   return { error: { class: "transient", code: "smtp_error", message: "The SMTP send failed" }, detail };
+}
+
+/** System errors of a connection that was never made. */
+const NO_CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
+/** Waits that end before any mail transaction starts. */
+const SETUP_TIMEOUTS = new Set(["CONNECT_TIMEOUT", "GREETING_TIMEOUT", "UPGRADE_TIMEOUT"]);
+
+/**
+ * Whether the server provably did not take the message (docs/decisions/0046), so another server
+ * may be tried for the same attempt: it answered a 4xx (a refusal, whatever the command: even
+ * after the message's data, 4xx means not accepted), or the session failed before any mail
+ * transaction (no connection, no such host, no greeting, a failed TLS upgrade). A time-out or a
+ * dropped connection once the session is under way may come after the server accepted the data.
+ */
+function neverTaken(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const e: NodemailerError = err;
+  if (typeof e.responseCode === "number") return e.responseCode >= 400 && e.responseCode <= 499;
+  if (e.code === "EDNS" || e.code === "ETLS" || e.code === "EREQUIRETLS") return true;
+  if (e.code === "ETIMEDOUT") return e.timeoutType !== undefined && SETUP_TIMEOUTS.has(e.timeoutType);
+  return typeof e.originalCode === "string" && NO_CONNECTION_CODES.has(e.originalCode);
 }
 
 /** The password, and how AUTH PLAIN and AUTH LOGIN put it on the wire. */

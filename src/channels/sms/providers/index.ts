@@ -1,6 +1,12 @@
 import type { Config } from "../../../runtime/config.js";
-import { providerFactory, requiredSettings } from "../../providers/factory.js";
-import type { SmsMessage } from "./provider.js";
+import {
+  type BreakerSettings,
+  listedProviders,
+  providerFactory,
+  requiredSettings,
+} from "../../providers/factory.js";
+import type { ProviderOptions } from "../../providers/provider.js";
+import type { SmsMessage, SmsProvider } from "./provider.js";
 import { SimulatorSmsProvider } from "./simulator.js";
 import { TwilioSmsProvider } from "./twilio.js";
 
@@ -12,10 +18,12 @@ export type SmsProviderConfig = Pick<
   | "TWILIO_BASE_URL"
   | "TWILIO_TIMEOUT_MS"
   | "PUBLIC_BASE_URL"
->;
+> &
+  Partial<Pick<Config, "SMS_PROVIDERS">> &
+  BreakerSettings;
 
 /** The provider `SMS_PROVIDER` names. */
-export const createSmsProvider = providerFactory<SmsProviderConfig, "SMS_PROVIDER", SmsMessage>(
+const createSingleSmsProvider = providerFactory<SmsProviderConfig, "SMS_PROVIDER", SmsMessage>(
   "SMS_PROVIDER",
   SimulatorSmsProvider,
   {
@@ -35,3 +43,24 @@ export const createSmsProvider = providerFactory<SmsProviderConfig, "SMS_PROVIDE
     },
   },
 );
+
+/** The provider `SMS_PROVIDER` names, or the list `SMS_PROVIDERS` gives (docs/decisions/0046). */
+export function createSmsProvider(config: SmsProviderConfig, options: ProviderOptions = {}): SmsProvider {
+  const lists = config.SMS_PROVIDERS;
+  if (!lists) return createSingleSmsProvider(config, options);
+  return listedProviders("sms", lists, config, options, (account) =>
+    account.kind === "twilio"
+      ? new TwilioSmsProvider({
+          name: account.name,
+          accountSid: account.accountSid,
+          authToken: account.authToken,
+          baseUrl: account.baseUrl,
+          timeoutMs: account.timeoutMs,
+          publicBaseUrl: config.PUBLIC_BASE_URL,
+        })
+      : new SimulatorSmsProvider({
+          name: account.name,
+          rateLimitRetryAfterMs: options.simulatorRateLimitRetryAfterMs,
+        }),
+  );
+}

@@ -1,5 +1,5 @@
 import type { DeliveryError, DeliveryOutcome, Price } from "../../../domain/delivery-outcome.js";
-import { classifyFetchError, httpStatusError } from "../../providers/http.js";
+import { classifyFetchError, httpStatusError, refusedUntaken } from "../../providers/http.js";
 import { failedOutcome, redactRecipients } from "../../providers/redact.js";
 import { twilioStatusCallbackUrl } from "../receipts/twilio.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
@@ -18,6 +18,8 @@ export interface TwilioSmsProviderOptions {
    * (src/channels/sms/receipts/twilio.ts). Unset: none are asked for, and no receipts come.
    */
   publicBaseUrl?: string;
+  /** The account's name in outcomes and the history: `twilio` (default), or a list's `twilio:backup`. */
+  name?: string;
 }
 
 /**
@@ -31,7 +33,7 @@ const REJECTED_CODES = new Set([21211, 21614, 21610]);
  * {@link DeliveryOutcome}; see DESIGN.md §6 for the classification.
  */
 export class TwilioSmsProvider implements SmsProvider {
-  readonly name = "twilio";
+  readonly name: string;
   readonly #url: string;
   readonly #authorization: string;
   /** Strings never allowed into an error message: the token and the header that carries it. */
@@ -41,6 +43,7 @@ export class TwilioSmsProvider implements SmsProvider {
   readonly #publicBaseUrl: string | undefined;
 
   constructor(options: TwilioSmsProviderOptions) {
+    this.name = options.name ?? "twilio";
     const base = options.baseUrl.replace(/\/+$/, "");
     this.#url = `${base}/2010-04-01/Accounts/${encodeURIComponent(options.accountSid)}/Messages.json`;
     const credentials = Buffer.from(`${options.accountSid}:${options.authToken}`).toString("base64");
@@ -55,8 +58,8 @@ export class TwilioSmsProvider implements SmsProvider {
     try {
       return await this.#send(message);
     } catch (err) {
-      const { error, detail } = classifyFetchError(err, "Twilio", this.timeoutMs);
-      return this.#failure(error, detail);
+      const { error, detail, notTaken } = classifyFetchError(err, "Twilio", this.timeoutMs);
+      return this.#failure(error, detail, notTaken);
     }
   }
 
@@ -96,9 +99,11 @@ export class TwilioSmsProvider implements SmsProvider {
     }
     // Twilio's message quotes the request (the "To" number among others): the event has Twilio's
     // error code, the log its text without the number.
+    // A 503 or 429 says Twilio made no message: another account may be tried for this attempt.
     return this.#failure(
       classifyErrorResponse(response, text),
       `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
+      refusedUntaken(response.status),
     );
   }
 
@@ -110,8 +115,8 @@ export class TwilioSmsProvider implements SmsProvider {
   }
 
   /** A failure, its message and its detail (for the log) cleaned of the token. */
-  #failure(error: DeliveryError, detail?: string): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets, detail);
+  #failure(error: DeliveryError, detail?: string, notTaken?: boolean): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail, notTaken);
   }
 }
 

@@ -1,0 +1,216 @@
+import type { DeliveryOutcome, ProviderFailover } from "../../domain/delivery-outcome.js";
+import { NO_PROVIDER } from "../../domain/events.js";
+import { type BreakerState, CircuitBreaker } from "./breaker.js";
+import type { BreakerReading, Provider, ProviderMessage, SendOptions } from "./provider.js";
+
+/**
+ * A channel's providers in order (`SMS_PROVIDERS=twilio:primary,twilio:backup`), each account
+ * behind a circuit breaker of its own, as one {@link Provider} (docs/decisions/0046).
+ *
+ * One attempt goes to the first provider whose breaker lets it through (the providers the
+ * previous attempt failed on last). It moves on to the next provider only when the answer proves
+ * the message was not taken: a transient error marked `notTaken` (a refused connection, no such
+ * host, a 503 or a 429). Anything else ends the attempt with that provider's outcome: a success,
+ * a rejected recipient or a permanent error (never moved: another provider would refuse the same
+ * recipient, or the error is ours), and a transient failure that may have been taken (a time-out
+ * after the request left, a connection reset), since moving that one on could send the message
+ * twice in one attempt; the retry then starts elsewhere, the history saying where this one failed.
+ * No provider is called past the message's deadline (its time to live) but the first.
+ *
+ * Breakers count the transient failures of their account; any other answer counts as a sign of
+ * life. They live in the worker process: N workers each learn of an outage on their own.
+ */
+
+export interface ProviderListOptions<M extends ProviderMessage> {
+  /** For the events' labels (`sms`, `email`). */
+  channel: string;
+  /** Every account any list names; each provider's name is its account's (`twilio:backup`). */
+  accounts: readonly Provider<M>[];
+  /** The default order, by account name. */
+  order: readonly string[];
+  /** Organizations with an order of their own (by id), over the same accounts and breakers. */
+  byOrganization?: ReadonlyMap<string, readonly string[]>;
+  breaker: { failures: number; cooldownMs: number };
+  /** Epoch milliseconds: the breakers' cool-downs and the messages' deadlines. */
+  now?: () => number;
+  onFailover?(channel: string, from: string, to: string): void;
+  onBreakerChange?(channel: string, provider: string, from: BreakerState, to: BreakerState): void;
+}
+
+/** How long a delivery waits while a half-open breaker's probe is under way, at most. */
+const PROBE_WAIT_MS = 1000;
+
+interface Account<M extends ProviderMessage> {
+  provider: Provider<M>;
+  breaker: CircuitBreaker;
+}
+
+/** The default list; `forOrganization` answers the organizations' own lists. */
+export function providerList<M extends ProviderMessage>(options: ProviderListOptions<M>): Provider<M> {
+  const now = options.now ?? Date.now;
+  const accounts = new Map<string, Account<M>>();
+  for (const provider of options.accounts) {
+    if (accounts.has(provider.name)) throw new Error(`provider ${provider.name} listed twice`);
+    const breaker = new CircuitBreaker({
+      ...options.breaker,
+      now,
+      onChange: (from, to) => options.onBreakerChange?.(options.channel, provider.name, from, to),
+    });
+    accounts.set(provider.name, { provider, breaker });
+  }
+  const inOrder = (order: readonly string[]) =>
+    order.map((name) => {
+      const account = accounts.get(name);
+      if (!account) throw new Error(`no account ${name} for the provider list`);
+      return account;
+    });
+  const byOrganization = new Map(
+    [...(options.byOrganization ?? [])].map(([organizationId, order]) => [
+      organizationId,
+      new ProviderList(options.channel, inOrder(order), now, options.onFailover),
+    ]),
+  );
+  return new DefaultProviderList(
+    options.channel,
+    inOrder(options.order),
+    now,
+    options.onFailover,
+    [...accounts.values()],
+    byOrganization,
+  );
+}
+
+class ProviderList<M extends ProviderMessage> implements Provider<M> {
+  readonly name: string;
+  readonly timeoutMs: number;
+  readonly #channel: string;
+  readonly #accounts: readonly Account<M>[];
+  readonly #now: () => number;
+  readonly #onFailover: ProviderListOptions<M>["onFailover"];
+
+  constructor(
+    channel: string,
+    accounts: readonly Account<M>[],
+    now: () => number,
+    onFailover: ProviderListOptions<M>["onFailover"],
+  ) {
+    if (accounts.length === 0) throw new Error("a provider list names at least one provider");
+    this.#channel = channel;
+    this.#accounts = accounts;
+    this.#now = now;
+    this.#onFailover = onFailover;
+    this.name = accounts.map(({ provider }) => provider.name).join(",");
+    this.timeoutMs = worstCaseMs(accounts);
+  }
+
+  readyInMs(): number {
+    let soonest = Number.POSITIVE_INFINITY;
+    for (const { provider, breaker } of this.#accounts) {
+      const ready = breaker.readyInMs();
+      soonest = Math.min(
+        soonest,
+        Number.isFinite(ready) ? ready : Math.min(PROBE_WAIT_MS, provider.timeoutMs ?? PROBE_WAIT_MS),
+      );
+    }
+    return soonest;
+  }
+
+  async send(message: M, options: SendOptions = {}): Promise<DeliveryOutcome> {
+    const failovers: ProviderFailover[] = [];
+    /** The last provider's failure, when it proved the message untaken: the attempt may move on. */
+    let untaken: Extract<DeliveryOutcome, { ok: false }> | undefined;
+    for (const { provider, breaker } of this.#inOrder(options.triedLast)) {
+      if (untaken && options.deadline !== undefined && this.#now() >= options.deadline) break;
+      const permit = breaker.acquire();
+      if (!permit) continue;
+      if (untaken) {
+        const { provider: from, error, detail } = untaken;
+        failovers.push({ provider: from, error, ...(detail !== undefined && { detail }) });
+        this.#onFailover?.(this.#channel, from, provider.name);
+      }
+      const outcome = await sendSafely(provider, message);
+      const failed = !outcome.ok && outcome.error.class === "transient";
+      breaker.settle(permit, failed ? "failure" : "success");
+      if (outcome.ok || !failed || !outcome.notTaken) return { ...outcome, failovers };
+      untaken = outcome;
+    }
+    if (untaken) return { ...untaken, failovers };
+    return {
+      ok: false,
+      provider: NO_PROVIDER,
+      error: {
+        class: "transient",
+        code: "providers_unavailable",
+        message: "No provider was called: the circuit breaker of every provider was open",
+      },
+      failovers,
+    };
+  }
+
+  /** The accounts in order, those the previous attempt failed on last (each keeping its place). */
+  #inOrder(triedLast: readonly string[] = []): Account<M>[] {
+    if (triedLast.length === 0) return [...this.#accounts];
+    const last = new Set(triedLast);
+    const first = this.#accounts.filter(({ provider }) => !last.has(provider.name));
+    return [...first, ...this.#accounts.filter(({ provider }) => last.has(provider.name))];
+  }
+}
+
+/** The default list, which knows the organizations' lists and every account behind them. */
+class DefaultProviderList<M extends ProviderMessage> extends ProviderList<M> {
+  override readonly timeoutMs: number;
+  readonly #all: readonly Account<M>[];
+  readonly #byOrganization: ReadonlyMap<string, ProviderList<M>>;
+
+  constructor(
+    channel: string,
+    accounts: readonly Account<M>[],
+    now: () => number,
+    onFailover: ProviderListOptions<M>["onFailover"],
+    all: readonly Account<M>[],
+    byOrganization: ReadonlyMap<string, ProviderList<M>>,
+  ) {
+    super(channel, accounts, now, onFailover);
+    this.#all = all;
+    this.#byOrganization = byOrganization;
+    // The longest list's worst case: every provider answers a 503 just before its time-out.
+    this.timeoutMs = Math.max(
+      worstCaseMs(accounts),
+      ...[...byOrganization.values()].map((list) => list.timeoutMs),
+    );
+  }
+
+  forOrganization(organizationId: string): Provider<M> {
+    return this.#byOrganization.get(organizationId) ?? this;
+  }
+
+  breakers(): BreakerReading[] {
+    return this.#all.map(({ provider, breaker }) => ({ provider: provider.name, state: breaker.state }));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#all.map(({ provider }) => provider.close?.()));
+  }
+}
+
+/** The longest one attempt may take on `accounts`: each answers a 503 just before its time-out. */
+function worstCaseMs(accounts: readonly Account<ProviderMessage>[]): number {
+  return accounts.reduce((sum, { provider }) => sum + (provider.timeoutMs ?? 0), 0);
+}
+
+/** A provider must not throw; one that does anyway has failed transiently, maybe after sending. */
+async function sendSafely<M extends ProviderMessage>(
+  provider: Provider<M>,
+  message: M,
+): Promise<DeliveryOutcome> {
+  try {
+    return await provider.send(message);
+  } catch (error) {
+    return {
+      ok: false,
+      provider: provider.name,
+      error: { class: "transient", code: "provider_exception", message: "The provider failed unexpectedly" },
+      detail: error instanceof Error ? error.message : String(error),
+    };
+  }
+}

@@ -1,0 +1,129 @@
+import { eq } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { messages } from "../../../db/schema.js";
+import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
+import { FakeTwilio, type SentSms } from "../../support/fake-twilio.js";
+import { createHarness, eventually, type Harness, onboard, sendSms } from "../../support/harness.js";
+
+/**
+ * Twilio's status callbacks with two accounts in SMS_PROVIDERS (docs/decisions/0046): a callback
+ * is verified with the auth token of the account that took its message, as the message's success
+ * names it. Signed with another of our accounts' tokens, it is a 403, as a forgery is.
+ */
+
+const PUBLIC_BASE_URL = "https://notify.example.test";
+const PRIMARY = { accountSid: "AC33333333333333333333333333333333", authToken: "primary-account-token-0123" };
+const BACKUP = { accountSid: "AC44444444444444444444444444444444", authToken: "backup-account-token-4567" };
+
+let primary: FakeTwilio;
+let backup: FakeTwilio;
+let h: Harness;
+let org: Awaited<ReturnType<typeof onboard>>;
+
+beforeAll(async () => {
+  primary = await FakeTwilio.start(PUBLIC_BASE_URL, PRIMARY);
+  backup = await FakeTwilio.start(PUBLIC_BASE_URL, BACKUP);
+  h = createHarness({
+    SMS_PROVIDERS: "twilio:primary,twilio:backup",
+    TWILIO_PRIMARY_ACCOUNT_SID: PRIMARY.accountSid,
+    TWILIO_PRIMARY_AUTH_TOKEN: PRIMARY.authToken,
+    TWILIO_PRIMARY_BASE_URL: primary.baseUrl,
+    TWILIO_BACKUP_ACCOUNT_SID: BACKUP.accountSid,
+    TWILIO_BACKUP_AUTH_TOKEN: BACKUP.authToken,
+    TWILIO_BACKUP_BASE_URL: backup.baseUrl,
+    // The primary's 503s must not open its breaker here: every message tries it first.
+    PROVIDER_BREAKER_FAILURES: "1000",
+    PUBLIC_BASE_URL,
+  });
+  primary.attach(h.app);
+  backup.attach(h.app);
+  h.startWorker({ providers: { sms: createSmsProvider(h.config) } });
+  org = await onboard(h);
+});
+afterAll(async () => {
+  await h?.close();
+  await primary?.close();
+  await backup?.close();
+});
+
+let number = 0;
+/** Sends an SMS and waits for its success; the request the account that took it got. */
+async function sentThrough(fake: FakeTwilio): Promise<{ id: string; sms: SentSms }> {
+  const to = `+1415555${String(2000 + number++).padStart(4, "0")}`;
+  const response = await sendSms(h, org.apiKey, { payload: { to, body: "Your code is 123456" } });
+  expect(response.status).toBe(202);
+  const id = ((await response.json()) as { request_id: string }).request_id;
+  await eventually(async () => ((await row(id))?.status === "success" ? true : undefined), 15_000, "success");
+  const sms = fake.sentTo(to);
+  if (!sms) throw new Error("that account got no request");
+  return { id, sms };
+}
+
+async function row(id: string) {
+  const [found] = await h.db.select().from(messages).where(eq(messages.messageId, id));
+  return found;
+}
+
+async function receipts(id: string) {
+  const response = await h.app.request(`/api/v1/messages/${id}/events`, {
+    headers: { "x-api-key": org.apiKey },
+  });
+  const { events } = (await response.json()) as { events: Array<Record<string, unknown>> };
+  return events.filter((event) => event.type === "receipt");
+}
+
+async function badSignatures(): Promise<number> {
+  const line = (await h.deps.metrics.scrape())
+    .split("\n")
+    .find((l) => l.startsWith("notification_receipts_total{") && l.includes('outcome="bad_signature"'));
+  return line ? Number(line.split(" ").at(-1)) : 0;
+}
+
+describe("given a message the backup account took (the primary answered 503)", () => {
+  it("a callback signed with the backup's token is recorded as the backup's; one signed with the primary's is a 403", async () => {
+    await primary.behave("unavailable");
+    const { id, sms } = await sentThrough(backup).finally(() => primary.behave("ok"));
+    const before = await badSignatures();
+    const forged = await backup.callback(sms, "delivered", { token: PRIMARY.authToken });
+    expect(forged.status).toBe(403);
+    expect(await forged.json()).toEqual({ error: "X-Twilio-Signature is missing or wrong" });
+    expect(await badSignatures()).toBe(before + 1);
+    expect((await row(id))?.deliveryState).toBe("unknown");
+
+    expect((await backup.callback(sms, "delivered")).status).toBe(200);
+    expect((await row(id))?.deliveryState).toBe("delivered");
+    expect(await receipts(id)).toMatchObject([{ state: "delivered", provider: "twilio:backup" }]);
+  });
+});
+
+describe("given a message the primary account took", () => {
+  it("a callback signed with the primary's token is recorded; one signed with the backup's is a 403", async () => {
+    const { id, sms } = await sentThrough(primary);
+    expect((await primary.callback(sms, "sent", { token: BACKUP.authToken })).status).toBe(403);
+    expect((await primary.callback(sms, "sent")).status).toBe(200);
+    expect(await receipts(id)).toMatchObject([{ state: "sent", provider: "twilio:primary" }]);
+  });
+
+  it("a callback signed with a token of no account of ours is a 403", async () => {
+    const { sms } = await sentThrough(primary);
+    expect((await primary.callback(sms, "delivered", { token: "not-any-of-our-tokens" })).status).toBe(403);
+  });
+});
+
+describe("given a callback that comes before the success is recorded", () => {
+  it("it is recorded as the account whose token signed it, and the success follows on top", async () => {
+    await primary.behave("unavailable");
+    let early: Response | undefined;
+    backup.beforeAnswer = async (sms) => {
+      early = await backup.callback(sms, "sent");
+    };
+    try {
+      const { id } = await sentThrough(backup);
+      expect(early?.status).toBe(200);
+      expect(await receipts(id)).toMatchObject([{ state: "sent", provider: "twilio:backup" }]);
+    } finally {
+      backup.beforeAnswer = undefined;
+      await primary.behave("ok");
+    }
+  });
+});

@@ -1,0 +1,70 @@
+/**
+ * The ground truth of a provider outage test (docs/decisions/0046): the requests each fake
+ * provider received for one message, laid over the message's attempts by time. An attempt starts
+ * with its `attempt_started` event, appended before the provider is called, and ends where the
+ * next one starts; a request belongs to the attempt whose window holds the instant it arrived.
+ *
+ * A request "may have been taken" unless its provider answered that it was not (a 503): a 201
+ * made a message, and a request left unanswered (a hang, a process killed mid-request) may have.
+ * No attempt may have more than one such request, across all providers: that would be one attempt
+ * sent by two providers.
+ */
+
+export interface ProviderRequest {
+  /** Which fake got it (`twilio:primary`). */
+  provider: string;
+  /** Date.now() when it arrived. */
+  receivedAt: number;
+  /** 201, 503, or anything else for no answer (`hung`, `cut`). */
+  answer: number | string;
+}
+
+export interface AttemptEvent {
+  type: string;
+  data: unknown;
+  /** Milliseconds since the epoch. */
+  occurredAt: number;
+}
+
+export interface MessageRequests {
+  /** Requests by attempt number (1 for the first). */
+  byAttempt: Map<number, ProviderRequest[]>;
+  /** Attempts with more than one request that may have been taken: must be empty. */
+  sentTwiceInOneAttempt: number[];
+  /** Requests that made a message (a 201). */
+  created: ProviderRequest[];
+  /** Requests that arrived outside every attempt (before the first started): must be none. */
+  outside: ProviderRequest[];
+}
+
+export const mayHaveBeenTaken = (request: ProviderRequest) => request.answer !== 503;
+
+export function requestsByAttempt(
+  events: readonly AttemptEvent[],
+  requests: readonly ProviderRequest[],
+): MessageRequests {
+  const starts = events
+    .filter(
+      (event) => event.type === "pending" && (event.data as { kind?: string }).kind === "attempt_started",
+    )
+    .map((event) => ({ attempt: (event.data as { attempt: number }).attempt, at: event.occurredAt }));
+  const byAttempt = new Map<number, ProviderRequest[]>();
+  const outside: ProviderRequest[] = [];
+  for (const request of requests) {
+    const start = starts.findLast((candidate) => candidate.at <= request.receivedAt);
+    if (!start) {
+      outside.push(request);
+      continue;
+    }
+    byAttempt.set(start.attempt, [...(byAttempt.get(start.attempt) ?? []), request]);
+  }
+  const sentTwiceInOneAttempt = [...byAttempt]
+    .filter(([, attempt]) => attempt.filter(mayHaveBeenTaken).length > 1)
+    .map(([number]) => number);
+  return {
+    byAttempt,
+    sentTwiceInOneAttempt,
+    created: requests.filter((request) => request.answer === 201),
+    outside,
+  };
+}
