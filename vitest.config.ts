@@ -16,7 +16,8 @@ const withDatabase = {
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks" } },
+      // Some unit tests hold a count to a reference library over every code point (seconds each).
+      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], pool: "forks", testTimeout: 30_000 } },
       { test: { name: "integration", include: ["test/integration/**/*.test.ts"], ...withDatabase } },
       {
         test: {

@@ -100,7 +100,20 @@ export function smsSegments(body: string): SmsSegments {
   if (gsm !== undefined) return { segments: gsm, encoding: "GSM-7" };
   const ucs2 = ucs2Segments(body);
   if (ucs2 !== undefined) return { segments: ucs2, encoding: "UCS-2" };
-  return { segments: graphemeSegments(body), encoding: "UCS-2" };
+  return { segments: atLeastTheUnits(graphemeSegments(body), body.length), encoding: "UCS-2" };
+}
+
+/**
+ * Where the calculator is wrong, the bill is not: a grapheme longer than a segment (a letter with
+ * hundreds of accents, a long ZWJ chain) gets "one of its own" there, however long, but a segment
+ * carries 67 UCS-2 units at most, so a body of `units` units takes at least ceil(units / 67). Only
+ * such bodies are counted above the calculator (docs/decisions/0043), and `SMS_MAX_SEGMENTS` holds
+ * for them too.
+ */
+function atLeastTheUnits(segments: number, units: number): number {
+  return units <= SINGLE_UCS2_UNITS
+    ? segments
+    : Math.max(segments, Math.ceil(units / CONCATENATED_UCS2_UNITS));
 }
 
 /**
