@@ -5,7 +5,7 @@ import type { Prepared } from "../src/channels/channel.js";
 import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
 import { type Providers, prepareDelivery, providerFor } from "../src/channels/index.js";
 import type { SendOptions } from "../src/channels/providers/provider.js";
-import { type Command, decide, type Refusal } from "../src/domain/decide.js";
+import { type Command, decide, type Refusal, startsAnAttempt } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import { type MessageContent, type MessageEvent, NO_PROVIDER } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
@@ -19,6 +19,7 @@ import { ConcurrencyError } from "../src/store/events.js";
 import { suppressRecipients } from "../src/store/suppressions.js";
 import type { DatabaseGate } from "./database-gate.js";
 import type { DeliveryStore } from "./delivery-store.js";
+import { type ThroughputLimits, ThroughputWait } from "./throughput-limits.js";
 
 export interface DeliverDeps {
   db: Database;
@@ -29,7 +30,7 @@ export interface DeliverDeps {
   logger: Logger;
   now: () => Date;
   random: () => number;
-  metrics?: Pick<Metrics, "messageFinished" | "providerError">;
+  metrics?: Pick<Metrics, "messageFinished" | "providerError" | "throughputWait">;
   /**
    * Postgres reachability. With it, a job that meets an unavailable database is handed back
    * (delayed, no attempt counted) and an outcome the provider already gave is held until it can
@@ -39,6 +40,11 @@ export interface DeliverDeps {
     DatabaseGate,
     "available" | "retryDelayMs" | "reportFailure" | "waitUntilAvailable" | "backOff"
   >;
+  /**
+   * Throughput limits per SMS sender id and provider account (docs/decisions/0048), shared by
+   * every worker. A message over one is handed back until its turn, nothing appended.
+   */
+  throughput?: Pick<ThroughputLimits, "admit">;
 }
 
 const MAX_CONFLICT_RELOADS = 3;
@@ -54,8 +60,8 @@ const OUTCOME_HOLD_MS = 5 * 60_000;
 export function createDeliveryProcessor(deps: DeliverDeps) {
   const gate = deps.database;
   /**
-   * Gives the job back for later without counting anything: the database is unreachable, or the
-   * template sandbox will not take the e-mail's render now.
+   * Gives the job back for later without counting anything: the database is unreachable, the
+   * template sandbox will not take the e-mail's render now, or a throughput limit holds it back.
    */
   async function handBack(
     job: Job<DeliveryJobData>,
@@ -71,7 +77,7 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
     for (let reload = 0; ; reload++) {
       let dueAt: number | undefined;
       try {
-        dueAt = await deliverOnce(deps, job.data.messageId);
+        dueAt = await deliverOnce(deps, job.data);
       } catch (error) {
         // Someone else appended to this message first (a stalled job running twice): reload.
         if (error instanceof ConcurrencyError && reload < MAX_CONFLICT_RELOADS) continue;
@@ -86,6 +92,22 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
           return handBack(job, token, Math.round(error.retryAfterMs * (1 + deps.random())));
         }
         if (error instanceof RenderAbandonedError) return handBack(job, token, 0);
+        // Over a sender's or an account's rate: back to the queue until its turn, which the job
+        // keeps so it comes back to it (docs/decisions/0048). Nothing was recorded.
+        if (error instanceof ThroughputWait) {
+          const { channel, senderKind, provider } = error.labels;
+          deps.metrics?.throughputWait(channel, error.limit, senderKind, provider);
+          deps.logger.debug(
+            { messageId: job.data.messageId, limit: error.limit, waitMs: error.waitMs },
+            "throughput limit: job handed back",
+          );
+          const { turn } = error;
+          if (turn && (job.data.throughput?.key !== turn.key || job.data.throughput.turn !== turn.turn)) {
+            // A turn not kept costs the message its place in line, nothing more.
+            await job.updateData({ ...job.data, throughput: turn }).catch(() => undefined);
+          }
+          return handBack(job, token, error.waitMs);
+        }
         // Only database calls throw in there (the provider never does), so this is Postgres.
         if (gate?.reportFailure(error)) return handBack(job, token);
         throw error;
@@ -103,8 +125,9 @@ export function createDeliveryProcessor(deps: DeliverDeps) {
  * Moves one message forward as far as it can go now. Returns when the job should run again, if
  * it should. It gathers the facts the domain asks for and carries out what it decides.
  */
-async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number | undefined> {
+async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<number | undefined> {
   const { logger } = deps;
+  const { messageId } = job;
   // The events and the organization's active flag in one query, shared with other jobs starting now.
   const loaded = await deps.store.load(messageId);
   let state = loaded.state;
@@ -139,6 +162,11 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
     decision = decide(state, { ...start, preparation: prepared });
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
+  // The attempt starts now unless a throughput limit holds it back (a ThroughputWait): before its
+  // `pending` is appended, so a wait counts no attempt and spends no retry.
+  if (prepared?.ready && deps.throughput && startsAnAttempt(decision.events)) {
+    await deps.throughput.admit(state.message, prepared.provider, { turn: job.throughput, now: start.now });
+  }
   state = await append(deps, state, decision.events);
   // The domain starts an attempt only with the message prepared; otherwise the message ended.
   if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;

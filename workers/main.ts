@@ -31,6 +31,8 @@ import { unconsumedShards } from "./shard-watch.js";
 import { fillStatusReasons } from "./status-reasons.js";
 import { moveStrayJobs } from "./stray-jobs.js";
 import { sweep } from "./sweeper.js";
+import { createThroughputLimiter } from "./throughput-limiter.js";
+import { createThroughputLimits } from "./throughput-limits.js";
 import { startWebhookDispatcher } from "./webhook-dispatcher.js";
 import { purgeWebhookRows } from "./webhook-purger.js";
 
@@ -162,6 +164,16 @@ async function main(): Promise<void> {
     random: Math.random,
     metrics,
     database,
+    // Per SMS sender id and provider account, shared by every worker through Redis (decision
+    // 0048). On the fail-fast client: while Redis is away a limited delivery waits, never sends.
+    // A tenth of the slots at most wait (up to 200 ms each) for a turn that is about to come.
+    throughput: createThroughputLimits({
+      settings: config,
+      limiter: createThroughputLimiter(redis),
+      holdSlots: Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 10)),
+      logger,
+      random: Math.random,
+    }),
   });
   const deliveries = trackInFlight(processor);
   // One BullMQ Worker per shard consumed, WORKER_CONCURRENCY split between them (per shard, not

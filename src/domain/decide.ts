@@ -175,7 +175,7 @@ function withSuppressed(events: MessageEvent[], entries: readonly SuppressionEnt
 }
 
 /** Whether events end with an attempt in flight (rather than ending the message). */
-function startsAnAttempt(events: readonly MessageEvent[]): boolean {
+export function startsAnAttempt(events: readonly MessageEvent[]): boolean {
   const last = events.at(-1);
   return last?.type === "pending" && last.data.kind === "attempt_started";
 }

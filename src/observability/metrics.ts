@@ -92,6 +92,13 @@ export function createMetrics(options: {
     },
   });
 
+  const throughputWaits = new Counter({
+    name: "notification_throughput_waits_total",
+    help: "Delivery jobs handed back by a throughput limit (no attempt counted), by channel, limit (sms_sender, provider_account, or unavailable: the limiter's Redis did not answer), SMS sender kind (alphanumeric, short_code, number; none for other channels) and provider account",
+    labelNames: ["channel", "limit", "sender_kind", "provider"] as const,
+    registers: options.process === "worker" ? [registry] : [],
+  });
+
   // Delivery receipts (docs/decisions/0038): the web process takes the providers' callbacks.
   const receipts = new Counter({
     name: "notification_receipts_total",
@@ -363,6 +370,10 @@ export function createMetrics(options: {
     },
     providerError(channel: Channel, provider: string, errorClass: FailureClass) {
       providerErrors.inc({ channel, provider, class: errorClass });
+    },
+    /** A delivery held back by a throughput limit (docs/decisions/0048): its job handed back. */
+    throughputWait(channel: Channel, limit: string, senderKind: string, provider: string) {
+      throughputWaits.inc({ channel, limit, sender_kind: senderKind, provider });
     },
     redisError(kind: PersistentRedisError) {
       redisErrors.inc({ kind });

@@ -16,6 +16,7 @@ import {
   smsAccount,
 } from "./provider-accounts.js";
 import { type RedisNode, type RedisTopology, redisTopologyFrom } from "./redis-topology.js";
+import { parseSmsSender, smsSenderLimitKey } from "./sms-sender-id.js";
 
 export const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 export const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -80,6 +81,43 @@ const redisNodeList = z.string().transform((list, ctx): readonly RedisNode[] => 
     nodes.push({ host: match[1] ?? match[2] ?? "", port });
   }
   return nodes;
+});
+
+/** Messages a second (fractions allowed: 0.2 is one every 5 s); 0: no limit. */
+const throughputRate = z.coerce
+  .number({ error: "must be a number of messages a second (0: no limit)" })
+  .min(0, "must be 0 (no limit) or more messages a second")
+  .max(100_000, "must be at most 100000 messages a second");
+
+/**
+ * `sender=rate` pairs, comma-separated (`ACME=10,+1 415 555 0100=1,12345=100`): each sender id
+ * read as a send request's is (a number to E.164) and keyed as its throughput limit is (an
+ * alphanumeric id upper-cased), so a pair names exactly the messages it limits.
+ */
+const senderRateList = z.string().transform((list, ctx): ReadonlyMap<string, number> => {
+  const rates = new Map<string, number>();
+  const fail = (message: string) => {
+    ctx.addIssue({ code: "custom", message });
+    return z.NEVER;
+  };
+  for (const raw of list.split(",")) {
+    const entry = raw.trim();
+    const equals = entry.lastIndexOf("=");
+    if (equals < 0) return fail(`must be sender=rate pairs, comma-separated; not "${entry}"`);
+    const sender = parseSmsSender(entry.slice(0, equals));
+    if (!sender) {
+      return fail(
+        `"${entry.slice(0, equals).trim()}" is not an SMS sender id (an alphanumeric id of 1-11 characters, a 3-8 digit short code, or a phone number in international format)`,
+      );
+    }
+    const rate = throughputRate.safeParse(entry.slice(equals + 1).trim() || "x");
+    if (!rate.success) return fail(`${sender.value}: ${rate.error.issues[0]?.message ?? "not a rate"}`);
+    const key = smsSenderLimitKey(sender.value);
+    if (rates.has(key))
+      return fail(`${sender.value} is given twice (alphanumeric ids are compared in upper case)`);
+    rates.set(key, rate.data);
+  }
+  return rates;
 });
 
 /** A master key: base64 of exactly 32 bytes. */
@@ -204,6 +242,21 @@ export const configSchema = z.object({
    * 670 UCS-2 units.
    */
   SMS_MAX_SEGMENTS: int(1, 100).default(10),
+  /**
+   * Throughput limits (docs/decisions/0048), shared by every worker through Redis: a message over
+   * one waits in its queue (no attempt counted, its time to live still running), never fails.
+   * SMS_SENDER_RATE: messages a second from each SMS sender id that SMS_SENDER_RATES does not
+   * name; 0: no limit.
+   */
+  SMS_SENDER_RATE: throughputRate.default(0),
+  /** Per-sender rates, `sender=rate` pairs (`ACME=10,+14155550100=1,12345=100`); 0 there: no limit for that one. */
+  SMS_SENDER_RATES: optionalString
+    .pipe(senderRateList.optional())
+    .transform((rates): ReadonlyMap<string, number> => rates ?? new Map()),
+  /** Messages a second through each SMS provider account, every sender together; 0: no limit. */
+  SMS_PROVIDER_RATE: throughputRate.default(0),
+  /** Messages a second through each e-mail provider account (an SMTP relay's sending rate); 0: no limit. */
+  EMAIL_PROVIDER_RATE: throughputRate.default(0),
   TWILIO_ACCOUNT_SID: optionalString,
   TWILIO_AUTH_TOKEN: optionalString,
   TWILIO_BASE_URL: z.url().default("https://api.twilio.com"),

@@ -12,6 +12,12 @@ export const DELIVERY_QUEUE = "{deliveries}";
 
 export interface DeliveryJobData {
   messageId: string;
+  /**
+   * The turn a throughput limit gave the message when it held it back (docs/decisions/0048): the
+   * limit's key and the turn (microseconds of Redis's clock). The job comes back to it; a job with
+   * one may take a token while newer messages queue behind the line.
+   */
+  throughput?: { key: string; turn: number };
 }
 
 export function createDeliveryQueue(connection: Redis | Cluster, prefix: string): Queue<DeliveryJobData> {

@@ -24,6 +24,8 @@ import { createDeliveryProcessor } from "../../workers/deliver.js";
 import { createDeliveryStore } from "../../workers/delivery-store.js";
 import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../workers/outbox-relay.js";
 import { startScheduledSends } from "../../workers/scheduled-sends.js";
+import { createThroughputLimiter } from "../../workers/throughput-limiter.js";
+import { createThroughputLimits } from "../../workers/throughput-limits.js";
 import { TEST_CONTENT_KEYS } from "./content-keys.js";
 import { GENEROUS_LIMITS } from "./limits.js";
 
@@ -117,6 +119,14 @@ export function createHarness(env: Record<string, string> = {}) {
         now: () => new Date(),
         random: Math.random,
         metrics: options.metrics,
+        // As the worker process: the limits of this harness's config, shared through its Redis.
+        throughput: createThroughputLimits({
+          settings: config,
+          limiter: createThroughputLimiter(redis),
+          holdSlots: Math.max(1, Math.floor((options.concurrency ?? 20) / 10)),
+          logger: silentLogger,
+          random: Math.random,
+        }),
       });
       const started = config.QUEUE_SHARDS_CONSUMED.map((shard) => {
         const worker = new Worker<DeliveryJobData>(queues.all[shard]?.name ?? DELIVERY_QUEUE, processor, {

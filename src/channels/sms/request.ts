@@ -2,6 +2,7 @@ import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { z } from "zod";
 import type { SenderClaim } from "../../domain/senders.js";
 import type { Config } from "../../runtime/config.js";
+import { parseSmsSender } from "../../runtime/sms-sender-id.js";
 import type { ContentOf, Measures } from "../channel.js";
 import { payloadObjectError } from "../request.js";
 import { smsSegments } from "./segments.js";
@@ -36,19 +37,12 @@ export const phoneNumber = z
     example: "+14155550100",
   });
 
-const ALPHANUMERIC_SENDER = /^(?=.*[A-Za-z])[A-Za-z0-9](?:[A-Za-z0-9 ]{0,9}[A-Za-z0-9])?$/;
-const SHORT_CODE = /^\d{3,8}$/;
-
 /** An SMS sender: an alphanumeric id (1-11 characters, one letter at least), a short code, or E.164. */
 export const smsSender = z
   .string({ error: "must be a string" })
   .transform((value, ctx) => {
-    const trimmed = value.trim();
-    if (ALPHANUMERIC_SENDER.test(trimmed) || SHORT_CODE.test(trimmed)) return trimmed;
-    const parsed = trimmed.startsWith("+")
-      ? parsePhoneNumberFromString(trimmed, { extract: false })
-      : undefined;
-    if (parsed?.isValid()) return parsed.number;
+    const sender = parseSmsSender(value);
+    if (sender) return sender.value;
     ctx.addIssue({
       code: "custom",
       message:

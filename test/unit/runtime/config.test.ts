@@ -255,6 +255,64 @@ describe("loadConfig: MESSAGE_RETENTION_DAYS (docs/decisions/0042)", () => {
   });
 });
 
+describe("loadConfig: throughput limits (docs/decisions/0048)", () => {
+  it("limits no sender and no provider account unless told to", () => {
+    const config = loadConfig({ NODE_ENV: "test" });
+    expect(config.SMS_SENDER_RATE).toBe(0);
+    expect(config.SMS_SENDER_RATES.size).toBe(0);
+    expect(config.SMS_PROVIDER_RATE).toBe(0);
+    expect(config.EMAIL_PROVIDER_RATE).toBe(0);
+  });
+
+  it("takes rates as messages a second, fractions included", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      SMS_SENDER_RATE: "1",
+      SMS_PROVIDER_RATE: "100",
+      EMAIL_PROVIDER_RATE: "0.5",
+    });
+    expect([config.SMS_SENDER_RATE, config.SMS_PROVIDER_RATE, config.EMAIL_PROVIDER_RATE]).toEqual([
+      1, 100, 0.5,
+    ]);
+  });
+
+  it("reads SMS_SENDER_RATES' sender ids as a send request does: numbers in E.164, alphanumeric ids upper-cased", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      SMS_SENDER_RATES: " Acme=10, +1 (415) 555-0100 = 1 ,12345=100,MY SHOP=0.5,Bank=0",
+    });
+    expect([...config.SMS_SENDER_RATES]).toEqual([
+      ["ACME", 10],
+      ["+14155550100", 1],
+      ["12345", 100],
+      ["MY SHOP", 0.5],
+      ["BANK", 0],
+    ]);
+  });
+
+  it("refuses what is no sender id, no rate, or a sender given twice, naming the variable and the entry", () => {
+    const cases: Array<[string, RegExp]> = [
+      ["ACME", /SMS_SENDER_RATES: must be sender=rate pairs.*"ACME"/],
+      ["ACME=10,", /SMS_SENDER_RATES: must be sender=rate pairs/],
+      ["TOO LONG SENDER=1", /SMS_SENDER_RATES: "TOO LONG SENDER" is not an SMS sender id/],
+      ["4155550100=1", /SMS_SENDER_RATES: "4155550100" is not an SMS sender id/],
+      ["+1415555=1", /"\+1415555" is not an SMS sender id/],
+      ["ACME=fast", /SMS_SENDER_RATES: ACME: must be a number/],
+      ["ACME=", /SMS_SENDER_RATES: ACME: must be a number/],
+      ["ACME=-1", /SMS_SENDER_RATES: ACME: must be 0 \(no limit\) or more/],
+      ["ACME=1,acme=2", /SMS_SENDER_RATES: acme is given twice/],
+      ["+14155550100=1,+1 415 555 0100=2", /SMS_SENDER_RATES: \+14155550100 is given twice/],
+    ];
+    for (const [value, expected] of cases) {
+      expect(problems({ NODE_ENV: "test", SMS_SENDER_RATES: value }), value).toMatch(expected);
+    }
+    for (const name of ["SMS_SENDER_RATE", "SMS_PROVIDER_RATE", "EMAIL_PROVIDER_RATE"]) {
+      expect(problems({ NODE_ENV: "test", [name]: "-1" })).toMatch(new RegExp(`${name}: must be 0`));
+      expect(problems({ NODE_ENV: "test", [name]: "lots" })).toMatch(new RegExp(`${name}: must be a number`));
+    }
+  });
+});
+
 describe("loadConfig: DATABASE_READ_URL (a read replica)", () => {
   it("is unset unless given, empty included; a postgres URL is taken", () => {
     expect(loadConfig({ NODE_ENV: "test" }).DATABASE_READ_URL).toBeUndefined();

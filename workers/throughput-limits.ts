@@ -1,0 +1,201 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Channel, MessageContent } from "../src/domain/events.js";
+import type { Config } from "../src/runtime/config.js";
+import type { Logger } from "../src/runtime/logger.js";
+import { smsSenderKind, smsSenderLimitKey } from "../src/runtime/sms-sender-id.js";
+import type { DeliveryJobData } from "../src/store/delivery-queue.js";
+import type { LineMode, Take, ThroughputLimiter } from "./throughput-limiter.js";
+
+/**
+ * Which throughput limits a delivery attempt is under, and taking their tokens before it starts
+ * (docs/decisions/0048). An SMS is under its sender id's limit (`SMS_SENDER_RATES`, else
+ * `SMS_SENDER_RATE`) and then its provider account's (`SMS_PROVIDER_RATE`); an e-mail under its
+ * provider account's (`EMAIL_PROVIDER_RATE`). A message over a limit is not failed: its job is
+ * handed back until its turn, and no attempt is counted.
+ */
+
+export type ThroughputSettings = Pick<
+  Config,
+  "QUEUE_PREFIX" | "SMS_SENDER_RATE" | "SMS_SENDER_RATES" | "SMS_PROVIDER_RATE" | "EMAIL_PROVIDER_RATE"
+>;
+
+/**
+ * Messages a second through one provider account, by channel; a channel without an entry has no
+ * account limit. One line per channel: push services publish no per-sender rate to pace to.
+ */
+const ACCOUNT_RATES: Partial<Record<Channel, (settings: ThroughputSettings) => number>> = {
+  sms: (settings) => settings.SMS_PROVIDER_RATE,
+  email: (settings) => settings.EMAIL_PROVIDER_RATE,
+};
+
+/**
+ * A handed-back job comes back this long before its turn: BullMQ promotes a delayed job when a
+ * worker's blocking pop times out, and Redis checks those time-outs `hz` times a second (10 by
+ * default), so the job is up to 100 ms late (measured: 39 ms median, 88 ms at p90). It then
+ * waits out the rest of its turn in process (a hold), so the limit's turns are kept to the
+ * millisecond instead of lost to that lateness.
+ */
+export const EARLY_RETURN_MS = 100;
+/** The longest hold: a wait beyond it hands the job back (the delivery slot is never held longer). */
+export const MAX_HOLD_MS = 200;
+/** Holds in a row for one take (a turn moved by another's send); then the job is handed back. */
+const MAX_HOLDS = 3;
+
+/** What held a message back: a sender id's limit, its provider account's, or a limiter that did not answer. */
+export type ThroughputLimitName = "sms_sender" | "provider_account" | "unavailable";
+
+/** One limit a message is under: its Redis key and its rate. */
+export interface ThroughputLimit {
+  name: Exclude<ThroughputLimitName, "unavailable">;
+  key: string;
+  rate: number;
+}
+
+/** The turn a limit gave a message, kept in its job so it comes back to it (`DeliveryJobData.throughput`). */
+export type ThroughputTurn = NonNullable<DeliveryJobData["throughput"]>;
+
+/**
+ * A delivery that must wait for a throughput limit: its job is handed back for `waitMs`, nothing
+ * appended. Thrown before the attempt's `pending` event, like the render pool's RenderBusyError.
+ */
+export class ThroughputWait extends Error {
+  constructor(
+    readonly waitMs: number,
+    readonly limit: ThroughputLimitName,
+    /** The turn to keep in the job; undefined when none was booked (it expires first, or Redis is away). */
+    readonly turn: ThroughputTurn | undefined,
+    /** The metric's labels: the channel, the SMS sender's kind (`none` for other channels), the account. */
+    readonly labels: { channel: Channel; senderKind: string; provider: string },
+  ) {
+    super(`held back by the ${limit} throughput limit for ${waitMs} ms`);
+    this.name = "ThroughputWait";
+  }
+}
+
+/** How long a delivery waits when the limiter's Redis does not answer (fail closed: no send over a limit). */
+export const LIMITER_UNAVAILABLE_WAIT_MS = 1000;
+
+export function createThroughputLimits(deps: {
+  settings: ThroughputSettings;
+  /** Absent: no limits at all. */
+  limiter?: ThroughputLimiter;
+  /**
+   * How many deliveries of this process may hold their slot waiting for a turn at once (each for
+   * at most {@link MAX_HOLD_MS}); beyond, they are handed back at once. 0: never hold.
+   */
+  holdSlots: number;
+  logger: Logger;
+  random: () => number;
+}) {
+  const { settings, limiter } = deps;
+  const prefix = `${settings.QUEUE_PREFIX}:throughput`;
+  let holding = 0;
+  let lastWarnedAt = 0;
+
+  /** The limits an attempt of `message` through provider account `account` is under, in the order they are taken. */
+  function limitsOf(message: MessageContent, account: string): ThroughputLimit[] {
+    const limits: ThroughputLimit[] = [];
+    if (message.channel === "sms") {
+      const sender = smsSenderLimitKey(message.sender);
+      const rate = settings.SMS_SENDER_RATES.get(sender) ?? settings.SMS_SENDER_RATE;
+      // Keyed by the sender alone: one sender id is one limit, whichever organization uses it.
+      if (rate > 0) limits.push({ name: "sms_sender", key: `${prefix}:sms-sender:${sender}`, rate });
+    }
+    // The sender's first: a token it takes is lost when the account then holds the message
+    // back (that sender runs a little slow while its account is the bottleneck), whereas an
+    // account token lost to a throttled sender would slow every sender of the account.
+    const accountRate = ACCOUNT_RATES[message.channel]?.(settings) ?? 0;
+    if (accountRate > 0) {
+      limits.push({
+        name: "provider_account",
+        key: `${prefix}:account:${message.channel}:${account}`,
+        rate: accountRate,
+      });
+    }
+    return limits;
+  }
+
+  /** Takes a token of one limit, holding for a near turn; resolves with the refusal to hand back on. */
+  async function takeOne(
+    on: ThroughputLimiter,
+    limit: ThroughputLimit,
+    mode: LineMode,
+    deadlineMs: () => number,
+    turn: number,
+  ): Promise<Extract<Take, { granted: false }> | undefined> {
+    for (let holds = 0; ; holds++) {
+      const taken = await on.take(limit.key, { rate: limit.rate, mode, deadlineMs: deadlineMs(), turn });
+      if (taken.granted) return undefined;
+      if (holds >= MAX_HOLDS || taken.waitMs > MAX_HOLD_MS || taken.waitMs >= deadlineMs()) return taken;
+      if (holding >= deps.holdSlots) return taken;
+      holding++;
+      try {
+        await sleep(taken.waitMs);
+      } finally {
+        holding--;
+      }
+      turn = taken.turn;
+      mode = mode === "urgent" ? "urgent" : "returning";
+    }
+  }
+
+  return {
+    limitsOf,
+    /**
+     * Takes a token of every limit `message`'s attempt through `account` is under, or throws a
+     * {@link ThroughputWait} saying how long to wait: until a little before the turn the limit
+     * gave it, and never past the message's time to live, so the next run lets the domain end it
+     * (`ttl_expired`) on time. A turn at most {@link MAX_HOLD_MS} away is waited for here.
+     * `turn`: the turn a limit gave the message before (its job keeps it).
+     */
+    async admit(
+      message: MessageContent,
+      account: string,
+      options: { turn: ThroughputTurn | undefined; now: Date },
+    ): Promise<void> {
+      if (!limiter) return;
+      const limits = limitsOf(message, account);
+      if (limits.length === 0) return;
+      const expiresAt = Date.parse(message.expiresAt);
+      const startedAt = performance.now();
+      // The message's clock moves on while it holds.
+      const deadlineMs = () =>
+        Math.max(0, expiresAt - options.now.getTime() - (performance.now() - startedAt));
+      const labels = {
+        channel: message.channel,
+        senderKind: message.channel === "sms" ? smsSenderKind(message.sender) : "none",
+        provider: account,
+      };
+      for (const limit of limits) {
+        const mine = options.turn?.key === limit.key ? options.turn.turn : 0;
+        // A message that waited in any line comes back as `returning`: it may take a token
+        // although newer messages queue, here too.
+        const mode: LineMode =
+          message.priority === "critical" ? "urgent" : options.turn ? "returning" : "new";
+        let refused: Awaited<ReturnType<typeof takeOne>>;
+        try {
+          refused = await takeOne(limiter, limit, mode, deadlineMs, mine);
+        } catch (error) {
+          if (Date.now() - lastWarnedAt > 10_000) {
+            lastWarnedAt = Date.now();
+            deps.logger.warn({ err: error }, "throughput limiter unavailable: deliveries under a limit wait");
+          }
+          throw new ThroughputWait(LIMITER_UNAVAILABLE_WAIT_MS, "unavailable", undefined, labels);
+        }
+        if (!refused) continue;
+        // A far turn: back a little before it (the rest is held); a near one (no hold slot was
+        // free): back at the turn. A few ms of jitter either way.
+        const early = refused.waitMs > MAX_HOLD_MS ? EARLY_RETURN_MS : 0;
+        const jitterMs = deps.random() * Math.min(10, 100 / limit.rate);
+        const waitMs = Math.min(
+          Math.max(0, Math.ceil(refused.waitMs - early + jitterMs)),
+          Math.ceil(deadlineMs()),
+        );
+        const turn = refused.turn > 0 ? { key: limit.key, turn: refused.turn } : undefined;
+        throw new ThroughputWait(waitMs, limit.name, turn, labels);
+      }
+    },
+  };
+}
+
+export type ThroughputLimits = ReturnType<typeof createThroughputLimits>;
