@@ -27,7 +27,7 @@ export interface Price {
 /**
  * A provider of a provider list (docs/decisions/0046) that an attempt went to before the one that
  * gave its outcome, and the error that provably left the message untaken there (a refused
- * connection, a 503, a 429), so the attempt moved on to the next provider.
+ * connection, a 429), so the attempt moved on to the next provider.
  */
 export interface ProviderFailover {
   /** The account's name (`twilio:primary`). */
@@ -64,8 +64,9 @@ export type DeliveryOutcome =
       detail?: string;
       /**
        * The provider provably did not take the message (the connection was refused, it answered
-       * 503 or 429): another provider may be tried within the same attempt without sending it twice.
-       * Unset when it may have taken it (a time-out after the request left, a connection reset).
+       * 429): another provider may be tried within the same attempt without sending it twice.
+       * Unset when it may have taken it (a time-out after the request left, a connection reset,
+       * any 5xx: a 503 may come from an edge after the provider made the message).
        */
       notTaken?: boolean;
       /** Sent through a provider list: the providers the attempt left first (maybe none). */

@@ -10,7 +10,7 @@ import type { BreakerReading, Provider, ProviderMessage, SendOptions } from "./p
  * One attempt goes to the first provider whose breaker lets it through (the providers the
  * previous attempt failed on last). It moves on to the next provider only when the answer proves
  * the message was not taken: a transient error marked `notTaken` (a refused connection, no such
- * host, a 503 or a 429). Anything else ends the attempt with that provider's outcome: a success,
+ * host, a 429; never a 503, which an edge may answer after the provider took it). Anything else ends the attempt with that provider's outcome: a success,
  * a rejected recipient or a permanent error (never moved: another provider would refuse the same
  * recipient, or the error is ours), and a transient failure that may have been taken (a time-out
  * after the request left, a connection reset), since moving that one on could send the message
@@ -173,7 +173,7 @@ class DefaultProviderList<M extends ProviderMessage> extends ProviderList<M> {
     super(channel, accounts, now, onFailover);
     this.#all = all;
     this.#byOrganization = byOrganization;
-    // The longest list's worst case: every provider answers a 503 just before its time-out.
+    // The longest list's worst case: every provider refuses it untaken just before its time-out.
     this.timeoutMs = Math.max(
       worstCaseMs(accounts),
       ...[...byOrganization.values()].map((list) => list.timeoutMs),
@@ -193,7 +193,7 @@ class DefaultProviderList<M extends ProviderMessage> extends ProviderList<M> {
   }
 }
 
-/** The longest one attempt may take on `accounts`: each answers a 503 just before its time-out. */
+/** The longest one attempt may take on `accounts`: each refuses it untaken just before its time-out. */
 function worstCaseMs(accounts: readonly Account<ProviderMessage>[]): number {
   return accounts.reduce((sum, { provider }) => sum + (provider.timeoutMs ?? 0), 0);
 }

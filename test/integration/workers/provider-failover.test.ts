@@ -197,29 +197,38 @@ async function outage(mode: Exclude<FakeTwilioMode, "ok">) {
 }
 
 describe("given two Twilio accounts in SMS_PROVIDERS and the primary failing mid-run", () => {
-  it("answering 503: each attempt moves on to the backup in the same attempt, and traffic returns", async () => {
+  it("answering 503: a 503 may come after Twilio made the message, so the attempt ends there and the retry goes to the backup", async () => {
     const during = await outage("unavailable");
-    // A 503 proves Twilio made no message: the attempt moved on, and its success says so.
-    let movedOn = 0;
+    let refused = 0;
     for (const [id, events] of during) {
       const success = events.find((e) => e.type === "success");
-      const refusedByPrimary = primary.receivedFor(id).some((r) => r.answer === 503);
-      if (refusedByPrimary) movedOn++;
-      expect(success?.data).toMatchObject(
-        refusedByPrimary
-          ? { attempt: 1, failovers: [{ provider: "twilio:primary", error: { code: "20503" } }] }
-          : { attempt: 1 },
-      );
-      if (!refusedByPrimary) expect(success?.data).not.toHaveProperty("failovers");
+      expect(success?.data).not.toHaveProperty("failovers");
+      const answeredByPrimary = primary.receivedFor(id);
+      expect(answeredByPrimary.length).toBeLessThanOrEqual(1);
+      if (answeredByPrimary.length === 0) {
+        // The breaker was open already: straight to the backup.
+        expect(success?.data).toMatchObject({ attempt: 1 });
+        continue;
+      }
+      refused++;
+      const retry = events.find((e) => e.type === "pending" && dataOf(e).kind === "retry_scheduled");
+      expect(retry?.data).toMatchObject({
+        attempt: 1,
+        provider: "twilio:primary",
+        error: { class: "transient", code: "20503" },
+      });
+      // The retry tries first the provider the attempt did not fail on.
+      expect(success?.data).toMatchObject({ attempt: 2, provider: "twilio:backup" });
     }
     // At least the run that opened the breaker; once open, attempts skip the primary.
-    expect(movedOn).toBeGreaterThanOrEqual(3);
+    expect(refused).toBeGreaterThanOrEqual(3);
+    // No attempt moved on within itself.
     const failovers = (await workerMetrics.scrape())
       .split("\n")
       .find((l) => l.startsWith('notification_provider_failovers_total{channel="sms",from="twilio:primary"'));
-    expect(Number(failovers?.split(" ").at(-1))).toBe(movedOn);
+    expect(failovers).toBeUndefined();
 
-    // The history shows which provider took the attempt and which it left.
+    // The history shows which provider refused the first attempt and which took the second.
     const id = [...during.keys()].find((key) => primary.receivedFor(key).some((r) => r.answer === 503));
     const history = await h.app.request(`/api/v1/messages/${id}/events`, {
       headers: { "x-api-key": org.apiKey },
@@ -227,13 +236,35 @@ describe("given two Twilio accounts in SMS_PROVIDERS and the primary failing mid
     expect(history.status).toBe(200);
     await expectDocumented(history, "get", "/api/v1/messages/{message_id}/events");
     const { events } = (await history.json()) as { events: Array<Record<string, unknown>> };
-    expect(events.find((e) => e.type === "success")).toMatchObject({
-      provider: "twilio:backup",
-      failovers: [{ provider: "twilio:primary", error: { class: "transient", code: "20503" } }],
+    expect(events.find((e) => e.type === "pending" && e.kind === "retry_scheduled")).toMatchObject({
+      provider: "twilio:primary",
+      error: { class: "transient", code: "20503" },
     });
+    expect(events.find((e) => e.type === "success")).toMatchObject({ provider: "twilio:backup" });
 
     await expectTrafficBackOnThePrimary();
   }, 60_000);
+
+  it("answering 503 after making the message: it reaches both providers, in two attempts the history shows", async () => {
+    // Two, below the breaker's run of 3: each attempt goes to the primary first.
+    await primary.behave("made_then_unavailable");
+    const all = await finished(await sendOtps(2)).finally(() => primary.behave("ok"));
+    await expectDeliveredOnce(all);
+    for (const [id, events] of all) {
+      expect(primary.receivedFor(id).map((r) => [r.answer, r.made])).toEqual([[503, true]]);
+      expect(backup.receivedFor(id).map((r) => r.answer)).toEqual([201]);
+      expect(
+        events.find((e) => e.type === "pending" && dataOf(e).kind === "retry_scheduled")?.data,
+      ).toMatchObject({ attempt: 1, provider: "twilio:primary", error: { code: "20503" } });
+      expect(events.find((e) => e.type === "success")?.data).toMatchObject({
+        attempt: 2,
+        provider: "twilio:backup",
+      });
+    }
+    // The primary's run of failures ends with its next answer.
+    const [next = ""] = await sendOtps(1);
+    expect(providerOf((await finished([next])).get(next))).toBe("twilio:primary");
+  }, 30_000);
 
   it("hanging: a time-out may have sent it, so the attempt ends there and the retry goes to the backup", async () => {
     const during = await outage("hang");

@@ -10,10 +10,12 @@ import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/deliver
  * breakers, the deadline, the order of a retry and of an organization's own list.
  */
 
-type Answer = "ok" | "503" | "refused" | "timeout" | "reset" | "rejected" | "permanent" | "throws";
+type Answer = "ok" | "429" | "503" | "refused" | "timeout" | "reset" | "rejected" | "permanent" | "throws";
 
 const errors: Record<Exclude<Answer, "ok" | "throws">, { error: DeliveryError; notTaken?: true }> = {
-  "503": { error: { class: "transient", code: "http_503", message: "HTTP 503" }, notTaken: true },
+  "429": { error: { class: "transient", code: "http_429", message: "HTTP 429" }, notTaken: true },
+  // A 503 may come from an edge after the provider made the message: not `notTaken`.
+  "503": { error: { class: "transient", code: "http_503", message: "HTTP 503" } },
   refused: { error: { class: "transient", code: "network_error", message: "refused" }, notTaken: true },
   timeout: { error: { class: "transient", code: "timeout", message: "no answer" } },
   reset: { error: { class: "transient", code: "network_error", message: "reset" } },
@@ -84,7 +86,7 @@ describe("one attempt through a provider list", () => {
     expect(backup.calls).toHaveLength(0);
   });
 
-  it.each(["503", "refused"] as const)(
+  it.each(["429", "refused"] as const)(
     "given the first provider %s (it provably did not take it), then the attempt moves to the second",
     async (answer) => {
       const { list, primary, backup, failovers } = setUp();
@@ -100,7 +102,7 @@ describe("one attempt through a provider list", () => {
     },
   );
 
-  it.each(["timeout", "reset", "throws"] as const)(
+  it.each(["503", "timeout", "reset", "throws"] as const)(
     "given the first provider's %s (it may have taken it), then the attempt ends there: never two providers for one attempt",
     async (answer) => {
       const { list, primary, backup, failovers } = setUp();
@@ -126,7 +128,7 @@ describe("one attempt through a provider list", () => {
 
   it("given both refuse it untaken, then the second's failure ends the attempt, naming the first", async () => {
     const { list, primary, backup } = setUp();
-    primary.script = ["503"];
+    primary.script = ["429"];
     backup.script = ["refused"];
     expect(await list.send(message())).toMatchObject({
       ok: false,
@@ -136,9 +138,9 @@ describe("one attempt through a provider list", () => {
     });
   });
 
-  it("given the message's deadline passed while the first answered 503, then no second provider is called", async () => {
+  it("given the message's deadline passed while the first answered 429, then no second provider is called", async () => {
     const { list, primary, backup, now } = setUp();
-    primary.script = ["503"];
+    primary.script = ["429"];
     const outcome = await list.send(message(), { deadline: now() });
     expect(outcome).toMatchObject({ ok: false, provider: "twilio:primary", failovers: [] });
     expect(backup.calls).toHaveLength(0);
@@ -166,7 +168,7 @@ describe("one attempt through a provider list", () => {
 
   it("given a retry that goes to the second first and finds it untaken, then it may still move on to the first", async () => {
     const { list, primary, backup } = setUp();
-    backup.script = ["503"];
+    backup.script = ["429"];
     const outcome = await list.send(message(2), { triedLast: ["twilio:primary"] });
     expect(outcome).toMatchObject({
       ok: true,
@@ -223,7 +225,7 @@ describe("the breakers of a provider list", () => {
 
   it("given the probe fails untaken, then the breaker opens again and the attempt moves to the second", async () => {
     const { list, primary, backup, advance } = setUp({ failures: 1, cooldownMs: 1000 });
-    primary.otherwise = "503";
+    primary.otherwise = "429";
     await list.send(message());
     advance(1000);
     expect(await list.send(message())).toMatchObject({ ok: true, provider: "twilio:backup" });

@@ -99,7 +99,8 @@ export class TwilioSmsProvider implements SmsProvider {
     }
     // Twilio's message quotes the request (the "To" number among others): the event has Twilio's
     // error code, the log its text without the number.
-    // A 503 or 429 says Twilio made no message: another account may be tried for this attempt.
+    // A 429 says Twilio made no message: another account may be tried for this attempt. A 503
+    // does not (an edge may answer it after Twilio made the message): the attempt ends there.
     return this.#failure(
       classifyErrorResponse(response, text),
       `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
