@@ -1,6 +1,6 @@
 import type { DeliveryOutcome, ProviderFailover } from "../../domain/delivery-outcome.js";
 import { NO_PROVIDER } from "../../domain/events.js";
-import { type BreakerState, CircuitBreaker } from "./breaker.js";
+import { type BreakerState, type CallResult, CircuitBreaker } from "./breaker.js";
 import type { BreakerReading, Provider, ProviderMessage, SendOptions } from "./provider.js";
 
 /**
@@ -31,8 +31,13 @@ export interface ProviderListOptions<M extends ProviderMessage> {
   /** Organizations with an order of their own (by id), over the same accounts and breakers. */
   byOrganization?: ReadonlyMap<string, readonly string[]>;
   breaker: { failures: number; cooldownMs: number };
-  /** Epoch milliseconds: the breakers' cool-downs and the messages' deadlines. */
+  /** Epoch milliseconds (default `Date.now`): the messages' deadlines, which are wall-clock times. */
   now?: () => number;
+  /**
+   * Milliseconds on a monotonic clock (default `performance.now`): the breakers' cool-downs, which a
+   * wall clock's jump must not end early or stretch. A test passes its own clock to both.
+   */
+  clock?: () => number;
   onFailover?(channel: string, from: string, to: string): void;
   onBreakerChange?(channel: string, provider: string, from: BreakerState, to: BreakerState): void;
 }
@@ -47,13 +52,14 @@ interface Account<M extends ProviderMessage> {
 
 /** The default list; `forOrganization` answers the organizations' own lists. */
 export function providerList<M extends ProviderMessage>(options: ProviderListOptions<M>): Provider<M> {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => Date.now());
+  const clock = options.clock ?? (() => performance.now());
   const accounts = new Map<string, Account<M>>();
   for (const provider of options.accounts) {
     if (accounts.has(provider.name)) throw new Error(`provider ${provider.name} listed twice`);
     const breaker = new CircuitBreaker({
       ...options.breaker,
-      now,
+      now: clock,
       onChange: (from, to) => options.onBreakerChange?.(options.channel, provider.name, from, to),
     });
     accounts.set(provider.name, { provider, breaker });
@@ -123,15 +129,23 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
       if (untaken && options.deadline !== undefined && this.#now() >= options.deadline) break;
       const permit = breaker.acquire();
       if (!permit) continue;
-      if (untaken) {
-        const { provider: from, error, detail } = untaken;
-        failovers.push({ provider: from, error, ...(detail !== undefined && { detail }) });
-        this.#onFailover?.(this.#channel, from, provider.name);
+      let result: CallResult = "unused";
+      let outcome: DeliveryOutcome;
+      // Settled whatever happens: a permit never settled would leave a half-open breaker's probe
+      // under way for ever, and the account skipped by everyone.
+      try {
+        if (untaken) {
+          const { provider: from, error, detail } = untaken;
+          failovers.push({ provider: from, error, ...(detail !== undefined && { detail }) });
+          const onFailover = this.#onFailover;
+          quietly(() => onFailover?.(this.#channel, from, provider.name));
+        }
+        outcome = await sendSafely(provider, message);
+        result = !outcome.ok && outcome.error.class === "transient" ? "failure" : "success";
+      } finally {
+        breaker.settle(permit, result);
       }
-      const outcome = await sendSafely(provider, message);
-      const failed = !outcome.ok && outcome.error.class === "transient";
-      breaker.settle(permit, failed ? "failure" : "success");
-      if (outcome.ok || !failed || !outcome.notTaken) return { ...outcome, failovers };
+      if (outcome.ok || result !== "failure" || !outcome.notTaken) return { ...outcome, failovers };
       untaken = outcome;
     }
     if (untaken) return { ...untaken, failovers };
@@ -196,6 +210,15 @@ class DefaultProviderList<M extends ProviderMessage> extends ProviderList<M> {
 /** The longest one attempt may take on `accounts`: each refuses it untaken just before its time-out. */
 function worstCaseMs(accounts: readonly Account<ProviderMessage>[]): number {
   return accounts.reduce((sum, { provider }) => sum + (provider.timeoutMs ?? 0), 0);
+}
+
+/** Runs a hook (metrics, a log) whose failure must not cost the delivery anything. */
+function quietly(hook: () => void): void {
+  try {
+    hook();
+  } catch {
+    // The attempt goes on: a metric missed is the lesser harm.
+  }
 }
 
 /** A provider must not throw; one that does anyway has failed transiently, maybe after sending. */

@@ -56,8 +56,10 @@ export interface Provider<M extends ProviderMessage> {
 export interface ProviderOptions {
   /** How long the simulators' rate-limited cases ask to wait (tests shorten it). */
   simulatorRateLimitRetryAfterMs?: number;
-  /** The provider lists' clock (epoch milliseconds): breakers' cool-downs and messages' deadlines. */
+  /** The provider lists' wall clock (epoch milliseconds): the messages' deadlines. */
   now?: () => number;
+  /** The provider lists' monotonic clock (default `performance.now`): the breakers' cool-downs. */
+  clock?: () => number;
   /** Told when a provider list moves an attempt from one provider to the next. */
   onFailover?(channel: string, from: string, to: string): void;
   /** Told when an account's circuit breaker changes state. */

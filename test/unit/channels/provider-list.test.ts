@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { BreakerState } from "../../../src/channels/providers/breaker.js";
 import type { Provider, ProviderMessage } from "../../../src/channels/providers/provider.js";
 import { providerList } from "../../../src/channels/providers/provider-list.js";
@@ -53,7 +53,9 @@ function setUp(
     accounts: [primary, backup],
     order: ["twilio:primary", "twilio:backup"],
     breaker: { failures: options.failures ?? 3, cooldownMs: options.cooldownMs ?? 30_000 },
+    // One clock the test moves, for the deadlines and the cool-downs alike.
     now: () => now,
+    clock: () => now,
     onFailover: (_channel, from, to) => failovers.push([from, to]),
     onBreakerChange: (_channel, provider, from, to) => changes.push([provider, from, to]),
     ...(options.byOrganization && { byOrganization: options.byOrganization }),
@@ -268,6 +270,57 @@ describe("the breakers of a provider list", () => {
     answer({ ok: true, provider: "twilio:primary", providerMessageId: "x" });
     await probing;
     expect(list.readyInMs?.()).toBe(0);
+  });
+});
+
+describe("the hooks and the clock of a provider list", () => {
+  it("given onFailover throwing, then the attempt still moves on and the next provider's probe is settled, never stuck", async () => {
+    let now = 1_000_000;
+    const primary = new Scripted("twilio:primary");
+    const backup = new Scripted("twilio:backup");
+    const list = providerList({
+      channel: "sms",
+      accounts: [primary, backup],
+      order: ["twilio:primary", "twilio:backup"],
+      breaker: { failures: 1, cooldownMs: 1000 },
+      now: () => now,
+      clock: () => now,
+      onFailover: () => {
+        throw new Error("a metrics hook failed");
+      },
+    });
+    // The backup's breaker opens, then its cool-down ends: its next call is its one probe.
+    backup.script = ["timeout"];
+    await list.send(message(), { triedLast: ["twilio:primary"] });
+    now += 1000;
+    primary.script = ["refused"];
+    expect(await list.send(message())).toMatchObject({ ok: true, provider: "twilio:backup" });
+    expect(list.breakers?.()[1]).toEqual({ provider: "twilio:backup", state: "closed" });
+    expect(list.readyInMs?.()).toBe(0);
+  });
+
+  it("given no clock, then the breakers' cool-downs run on a monotonic clock: a wall clock jumping ahead does not end them", async () => {
+    const wall = vi.spyOn(Date, "now");
+    try {
+      const primary = new Scripted("twilio:primary");
+      const backup = new Scripted("twilio:backup");
+      const list = providerList({
+        channel: "sms",
+        accounts: [primary, backup],
+        order: ["twilio:primary", "twilio:backup"],
+        breaker: { failures: 1, cooldownMs: 60_000 },
+      });
+      primary.script = ["timeout"];
+      await list.send(message());
+      expect(list.breakers?.()[0]?.state).toBe("open");
+      const at = Date.now();
+      wall.mockReturnValue(at + 3_600_000);
+      expect(list.breakers?.()[0]?.state).toBe("open");
+      await list.send(message());
+      expect(primary.calls).toHaveLength(1);
+    } finally {
+      wall.mockRestore();
+    }
   });
 });
 
