@@ -344,10 +344,12 @@ async function append(deps: DeliverDeps, state: MessageState, events: MessageEve
 function logOutcome(logger: Logger, messageId: string, attempt: number, outcome: DeliveryOutcome): void {
   for (const failover of outcome.failovers ?? []) {
     const { provider, error, detail } = failover;
-    logger.info(
-      { messageId, attempt, provider, class: error.class, code: error.code, detail },
-      "provider did not take the message: attempt moved to the next provider",
-    );
+    const fields = { messageId, attempt, provider, class: error.class, code: error.code, detail };
+    // A permanent error moved on is an account's refusal (credentials, a sender not its own): a
+    // configuration to fix, as a single provider's permanent failure is.
+    if (error.class === "permanent")
+      logger.warn(fields, "provider account refused the message: attempt moved to the next provider");
+    else logger.info(fields, "provider did not take the message: attempt moved to the next provider");
   }
   if (outcome.ok) {
     if (outcome.detail)

@@ -38,6 +38,17 @@ export interface ProviderFailover {
 }
 
 /**
+ * A refusal by the account, not of the recipient or the content (docs/decisions/0046): the
+ * provider took nothing, and another account may take the same message.
+ * - `account`: the account itself is refused (wrong credentials, an account suspended,
+ *   authentication required), as every message would be: its circuit breaker counts it;
+ * - `sender`: this message is not allowed on this account (its From is not the account's, relaying
+ *   for it denied), which depends on the message: its breaker does not count it, or one
+ *   organization's sender could have every organization skip the account.
+ */
+export type AccountRefusal = "account" | "sender";
+
+/**
  * `error.message` is ours: fixed text that quotes nothing the provider answered (tenants read it
  * in the message's history). What the provider said, if anything (its reply text, a header, which
  * address failed), is `detail`, for the worker's log only; no event ever records it. A success
@@ -69,6 +80,12 @@ export type DeliveryOutcome =
        * any 5xx: a 503 may come from an edge after the provider made the message).
        */
       notTaken?: boolean;
+      /**
+       * The account refused the message (its error is `permanent`), not its recipient: with
+       * `notTaken`, a provider list moves the attempt to the next account. One provider alone
+       * treats it as the permanent error it is.
+       */
+      accountRefusal?: AccountRefusal;
       /** Sent through a provider list: the providers the attempt left first (maybe none). */
       failovers?: readonly ProviderFailover[];
     };

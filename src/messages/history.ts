@@ -53,7 +53,7 @@ const failovers = z
   .optional()
   .meta({
     description:
-      "Only with a provider list, when this attempt went to other providers first: each, in order, with the error that showed it had not taken the message (a refused connection, a 429), so the attempt moved on to the next",
+      "Only with a provider list, when this attempt went to other providers first: each, in order, with the error that showed it had not taken the message (a refused connection, a 429, the account's refusal rather than the recipient's), so the attempt moved on to the next",
   });
 
 const suppressionEntry = z

@@ -9,16 +9,20 @@ import type { BreakerReading, Provider, ProviderMessage, SendOptions } from "./p
  *
  * One attempt goes to the first provider whose breaker lets it through (the providers the
  * previous attempt failed on last). It moves on to the next provider only when the answer proves
- * the message was not taken: a transient error marked `notTaken` (a refused connection, no such
- * host, a 429; never a 503, which an edge may answer after the provider took it). Anything else ends the attempt with that provider's outcome: a success,
- * a rejected recipient or a permanent error (never moved: another provider would refuse the same
- * recipient, or the error is ours), and a transient failure that may have been taken (a time-out
- * after the request left, a connection reset), since moving that one on could send the message
- * twice in one attempt; the retry then starts elsewhere, the history saying where this one failed.
- * No provider is called past the message's deadline (its time to live) but the first.
+ * the message was not taken and another account may take it: a transient error marked `notTaken`
+ * (a refused connection, no such host, a 429; never a 503, which an edge may answer after the
+ * provider took it), or a refusal of the account rather than the recipient (`accountRefusal`:
+ * credentials, an account not active, a sender not this account's). Anything else ends the attempt
+ * with that provider's outcome: a success, a rejected recipient or another permanent error (never
+ * moved: another provider would refuse the same recipient, or the error is ours), and a transient
+ * failure that may have been taken (a time-out after the request left, a connection reset, a 5xx),
+ * since moving that one on could send the message twice in one attempt; the retry then starts
+ * elsewhere, the history saying where this one failed. No provider is called past the message's
+ * deadline (its time to live) but the first.
  *
- * Breakers count the transient failures of their account; any other answer counts as a sign of
- * life. They live in the worker process: N workers each learn of an outage on their own.
+ * Breakers count the transient failures of their account and its refusals of itself (bad
+ * credentials); any other answer counts as a sign of life. They live in the worker process: N
+ * workers each learn of an outage on their own.
  */
 
 export interface ProviderListOptions<M extends ProviderMessage> {
@@ -124,11 +128,16 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
   async send(message: M, options: SendOptions = {}): Promise<DeliveryOutcome> {
     const failovers: ProviderFailover[] = [];
     /** The last provider's failure, when it proved the message untaken: the attempt may move on. */
-    let untaken: Extract<DeliveryOutcome, { ok: false }> | undefined;
+    let untaken: Failure | undefined;
+    /** Whether an account of the list may take the message later (skipped now, or failed transiently). */
+    let mayTakeItLater = false;
     for (const { provider, breaker } of this.#inOrder(options.triedLast)) {
       if (untaken && options.deadline !== undefined && this.#now() >= options.deadline) break;
       const permit = breaker.acquire();
-      if (!permit) continue;
+      if (!permit) {
+        mayTakeItLater = true;
+        continue;
+      }
       let result: CallResult = "unused";
       let outcome: DeliveryOutcome;
       // Settled whatever happens: a permit never settled would leave a half-open breaker's probe
@@ -141,14 +150,15 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
           quietly(() => onFailover?.(this.#channel, from, provider.name));
         }
         outcome = await sendSafely(provider, message);
-        result = !outcome.ok && outcome.error.class === "transient" ? "failure" : "success";
+        result = countsAgainstBreaker(outcome) ? "failure" : "success";
       } finally {
         breaker.settle(permit, result);
       }
-      if (outcome.ok || result !== "failure" || !outcome.notTaken) return { ...outcome, failovers };
+      if (outcome.ok || !movesOn(outcome)) return { ...outcome, failovers };
+      if (outcome.error.class === "transient") mayTakeItLater = true;
       untaken = outcome;
     }
-    if (untaken) return { ...untaken, failovers };
+    if (untaken) return { ...retryableIf(mayTakeItLater, untaken), failovers };
     return {
       ok: false,
       provider: NO_PROVIDER,
@@ -210,6 +220,38 @@ class DefaultProviderList<M extends ProviderMessage> extends ProviderList<M> {
 /** The longest one attempt may take on `accounts`: each refuses it untaken just before its time-out. */
 function worstCaseMs(accounts: readonly Account<ProviderMessage>[]): number {
   return accounts.reduce((sum, { provider }) => sum + (provider.timeoutMs ?? 0), 0);
+}
+
+type Failure = Extract<DeliveryOutcome, { ok: false }>;
+
+/**
+ * Whether an attempt may move on from this failure to the next account: the provider proved it
+ * took nothing, and it failed transiently (a refused connection, a 429, an SMTP 4xx) or refused
+ * the account rather than the recipient (credentials, a sender not this account's).
+ */
+function movesOn(outcome: Failure): boolean {
+  return (
+    outcome.notTaken === true && (outcome.error.class === "transient" || outcome.accountRefusal !== undefined)
+  );
+}
+
+/**
+ * What a breaker counts as a failure: a transient one, or a refusal of the account itself (every
+ * message would meet it). Any other answer (a success, a rejected recipient, a permanent error, a
+ * refusal of this message's sender) is a sign of life: it depends on the message, not the account.
+ */
+function countsAgainstBreaker(outcome: DeliveryOutcome): boolean {
+  return !outcome.ok && (outcome.error.class === "transient" || outcome.accountRefusal === "account");
+}
+
+/**
+ * The attempt's failure when it ran out of accounts: an account's refusal is permanent only when no
+ * account of the list may take the message later; otherwise (one skipped by its breaker, one that
+ * failed transiently) the attempt ends transient and its retry goes to the others first.
+ */
+function retryableIf(mayTakeItLater: boolean, failure: Failure): Failure {
+  if (!mayTakeItLater || failure.error.class === "transient") return failure;
+  return { ...failure, error: { ...failure.error, class: "transient" } };
 }
 
 /** Runs a hook (metrics, a log) whose failure must not cost the delivery anything. */

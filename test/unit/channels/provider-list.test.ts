@@ -10,9 +10,23 @@ import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/deliver
  * breakers, the deadline, the order of a retry and of an organization's own list.
  */
 
-type Answer = "ok" | "429" | "503" | "refused" | "timeout" | "reset" | "rejected" | "permanent" | "throws";
+type Answer =
+  | "ok"
+  | "429"
+  | "503"
+  | "refused"
+  | "timeout"
+  | "reset"
+  | "rejected"
+  | "permanent"
+  | "account"
+  | "sender"
+  | "throws";
 
-const errors: Record<Exclude<Answer, "ok" | "throws">, { error: DeliveryError; notTaken?: true }> = {
+const errors: Record<
+  Exclude<Answer, "ok" | "throws">,
+  { error: DeliveryError; notTaken?: true; accountRefusal?: "account" | "sender" }
+> = {
   "429": { error: { class: "transient", code: "http_429", message: "HTTP 429" }, notTaken: true },
   // A 503 may come from an edge after the provider made the message: not `notTaken`.
   "503": { error: { class: "transient", code: "http_503", message: "HTTP 503" } },
@@ -20,7 +34,18 @@ const errors: Record<Exclude<Answer, "ok" | "throws">, { error: DeliveryError; n
   timeout: { error: { class: "transient", code: "timeout", message: "no answer" } },
   reset: { error: { class: "transient", code: "network_error", message: "reset" } },
   rejected: { error: { class: "rejected", code: "21211", message: "invalid number" } },
-  permanent: { error: { class: "permanent", code: "20003", message: "authentication" } },
+  permanent: { error: { class: "permanent", code: "21617", message: "body too long" } },
+  // The account refused, not the recipient: its credentials, or this message's sender on it.
+  account: {
+    error: { class: "permanent", code: "20003", message: "authentication" },
+    notTaken: true,
+    accountRefusal: "account",
+  },
+  sender: {
+    error: { class: "permanent", code: "21606", message: "From not this account's" },
+    notTaken: true,
+    accountRefusal: "sender",
+  },
 };
 
 /** A provider answering what its script says next (then its `otherwise`), counting its calls. */
@@ -128,6 +153,60 @@ describe("one attempt through a provider list", () => {
     },
   );
 
+  it.each(["account", "sender"] as const)(
+    "given the first account refuses it (%s: not the recipient), then the attempt moves to the second",
+    async (answer) => {
+      const { list, primary, backup, failovers } = setUp();
+      primary.script = [answer];
+      expect(await list.send(message())).toMatchObject({
+        ok: true,
+        provider: "twilio:backup",
+        failovers: [{ provider: "twilio:primary", error: errors[answer].error }],
+      });
+      expect(backup.calls).toHaveLength(1);
+      expect(failovers).toEqual([["twilio:primary", "twilio:backup"]]);
+    },
+  );
+
+  it("given every account refuses it as an account, then the attempt ends permanent, as with one account", async () => {
+    const { list, primary, backup } = setUp();
+    primary.script = ["account"];
+    backup.script = ["sender"];
+    expect(await list.send(message())).toMatchObject({
+      ok: false,
+      provider: "twilio:backup",
+      error: errors.sender.error,
+      failovers: [{ provider: "twilio:primary", error: errors.account.error }],
+    });
+  });
+
+  it("given an account's refusal last while another account failed transiently, then the attempt ends transient: that one may take it later", async () => {
+    const { list, primary, backup } = setUp();
+    primary.script = ["429"];
+    backup.script = ["account"];
+    const outcome = await list.send(message());
+    expect(outcome).toMatchObject({
+      ok: false,
+      provider: "twilio:backup",
+      error: { ...errors.account.error, class: "transient" },
+      failovers: [{ provider: "twilio:primary" }],
+    });
+  });
+
+  it("given an account's refusal while the other account's breaker is open, then the attempt ends transient: its retry may find the other", async () => {
+    const { list, primary, backup } = setUp({ failures: 1 });
+    backup.script = ["timeout"];
+    await list.send(message(), { triedLast: ["twilio:primary"] });
+    expect(list.breakers?.()[1]?.state).toBe("open");
+    primary.script = ["account"];
+    expect(await list.send(message())).toMatchObject({
+      ok: false,
+      provider: "twilio:primary",
+      error: { ...errors.account.error, class: "transient" },
+      failovers: [],
+    });
+  });
+
   it("given both refuse it untaken, then the second's failure ends the attempt, naming the first", async () => {
     const { list, primary, backup } = setUp();
     primary.script = ["429"];
@@ -195,6 +274,16 @@ describe("the breakers of a provider list", () => {
     expect(outcome).toMatchObject({ ok: true, provider: "twilio:backup", failovers: [] });
     expect(primary.calls).toHaveLength(3);
     expect(backup.calls).toHaveLength(1);
+  });
+
+  it("given an account's refusal of itself (credentials), then it counts against its breaker; of this message's sender, it does not", async () => {
+    const { list, primary } = setUp({ failures: 2 });
+    primary.script = ["sender", "sender", "sender"];
+    for (let i = 0; i < 3; i++) await list.send(message());
+    expect(list.breakers?.()[0]?.state).toBe("closed");
+    primary.script = ["account", "account"];
+    for (let i = 0; i < 2; i++) await list.send(message());
+    expect(list.breakers?.()[0]?.state).toBe("open");
   });
 
   it("given a rejected recipient or a permanent error, then the run is broken: the provider answered", async () => {
