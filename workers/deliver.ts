@@ -4,12 +4,12 @@ import { isConstraintViolation } from "../db/errors.js";
 import type { Prepared } from "../src/channels/channel.js";
 import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
 import { type Providers, prepareDelivery, providerFor } from "../src/channels/index.js";
-import type { SendOptions } from "../src/channels/providers/provider.js";
+import type { ProviderReservation, SendOptions } from "../src/channels/providers/provider.js";
 import { type Command, decide, type Refusal } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import { type MessageContent, type MessageEvent, NO_PROVIDER } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
-import { isTerminal, type MessageState } from "../src/domain/state.js";
+import { fold, isTerminal, type MessageState } from "../src/domain/state.js";
 import { suppressionReasonOf } from "../src/domain/suppression.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
@@ -122,34 +122,59 @@ async function deliverOnce(deps: DeliverDeps, messageId: string): Promise<number
   } satisfies Command;
   let decision = decide(state, start);
   let prepared: Prepared | undefined;
+  /** With a provider list: the call the attempt makes first, reserved before the attempt is recorded. */
+  let reservation: ProviderReservation | undefined;
   if (!("events" in decision) && decision.refused === "preparation_needed") {
     if (isContentErased(state.message)) prepared = CONTENT_ERASED;
     else {
       // Every provider of the message's list skipped (their breakers open): no attempt is spent on
-      // nobody; the job comes back when one may be called (docs/decisions/0046).
-      const heldUntil = waitForProviders(deps, state.message, start.now);
-      if (heldUntil !== undefined) return heldUntil;
-      // Asked for only when an attempt would really start: preparing may render a template. The
-      // second ask has the same facts (and clock) plus the preparation.
+      // nobody; the job comes back when one may be called (docs/decisions/0046). A cheap look
+      // before the preparation, which may render a template; the reservation below decides.
+      const readyInMs = providerFor(deps.providers, state.message).readyInMs?.() ?? 0;
+      if (readyInMs > 0) return heldForProviders(deps, state.message, start.now, readyInMs);
+      // Asked for only when an attempt would really start: preparing may render a template.
       prepared = await prepareDelivery(
         { ...deps, isSuppressed: loaded.suppression?.isSuppressed },
         state.message,
       );
     }
-    decision = decide(state, { ...start, preparation: prepared });
+    // The second ask has the same facts plus the preparation, on the clock as it is now: a slow
+    // preparation (an e-mail's render) may have taken the message past its time to live, and then
+    // the domain ends it rather than start an attempt no provider may be called for.
+    const now = deps.now();
+    decision = decide(state, { ...start, now, preparation: prepared });
+    if (prepared.ready && "events" in decision && startsAnAttempt(decision.events)) {
+      // A provider list's first call is reserved before the attempt is recorded: jobs that met a
+      // breaker as its cool-down ended all passed the look above, and only one gets the probe;
+      // the others are handed back with nothing recorded, never an attempt spent on nobody.
+      const provider = providerFor(deps.providers, state.message);
+      if (provider.reserve) {
+        const after = fold(decision.events, state);
+        reservation = provider.reserve(after.status === "pending" ? after.failedOn : undefined);
+        if (!reservation)
+          return heldForProviders(deps, state.message, now, Math.max(1, provider.readyInMs?.() ?? 0));
+      }
+    }
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
-  state = await append(deps, state, decision.events);
-  // The domain starts an attempt only with the message prepared; otherwise the message ended.
-  if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
+  let outcome: DeliveryOutcome;
+  try {
+    state = await append(deps, state, decision.events);
+    // The domain starts an attempt only with the message prepared; otherwise the message ended.
+    if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
+    // A provider list tries last the providers the previous attempt failed on, and calls no further
+    // provider once the message's time to live is over.
+    outcome = await sendSafely(prepared, state.attempts, {
+      ...(state.failedOn && { triedLast: state.failedOn }),
+      deadline: Date.parse(state.message.expiresAt),
+      ...(reservation && { reservation }),
+    });
+  } finally {
+    // Given back when the attempt did not start (a conflict, the database); once used, a no-op.
+    reservation?.release();
+  }
 
   const { attempts, message } = state;
-  // A provider list tries last the providers the previous attempt failed on, and calls no further
-  // provider once the message's time to live is over.
-  const outcome = await sendSafely(prepared, attempts, {
-    ...(state.failedOn && { triedLast: state.failedOn }),
-    deadline: Date.parse(message.expiresAt),
-  });
   countProviderErrors(deps, message, outcome);
   logOutcome(logger, messageId, attempts, outcome);
   state = await recordHeld(deps, state, {
@@ -195,13 +220,11 @@ const PROVIDER_WAIT_JITTER_MS = 1000;
 
 /**
  * When a job should come back because no provider of the message's list may be called now (every
- * breaker open, or half-open with its probe under way): then, plus jitter so the jobs held together
- * do not all come back at once, and never later than just past the message's time to live (the
- * domain then fails it). Undefined when a provider may be called (a single provider always may).
+ * breaker open, or half-open with its probe under way: ready in `readyInMs`): then, plus jitter so
+ * the jobs held together do not all come back at once, and never later than just past the
+ * message's time to live (the domain then fails it).
  */
-function waitForProviders(deps: DeliverDeps, message: MessageContent, now: Date): number | undefined {
-  const readyInMs = providerFor(deps.providers, message).readyInMs?.() ?? 0;
-  if (readyInMs <= 0) return undefined;
+function heldForProviders(deps: DeliverDeps, message: MessageContent, now: Date, readyInMs: number): number {
   const untilExpiry = Date.parse(message.expiresAt) - now.getTime();
   const wait = Math.min(
     readyInMs + Math.round(deps.random() * PROVIDER_WAIT_JITTER_MS),
@@ -209,6 +232,12 @@ function waitForProviders(deps: DeliverDeps, message: MessageContent, now: Date)
   );
   deps.logger.debug({ messageId: message.id, waitMs: wait }, "every provider's breaker is open: job held");
   return now.getTime() + wait;
+}
+
+/** Whether events end with an attempt started (rather than the message ended or a retry waiting). */
+function startsAnAttempt(events: readonly MessageEvent[]): boolean {
+  const last = events.at(-1);
+  return last?.type === "pending" && last.data.kind === "attempt_started";
 }
 
 /** Counts each provider's failure of the attempt: the providers it left first, and its last one. */

@@ -1,7 +1,13 @@
 import type { DeliveryOutcome, ProviderFailover } from "../../domain/delivery-outcome.js";
 import { NO_PROVIDER } from "../../domain/events.js";
-import { type BreakerState, type CallResult, CircuitBreaker } from "./breaker.js";
-import type { BreakerReading, Provider, ProviderMessage, SendOptions } from "./provider.js";
+import { type BreakerPermit, type BreakerState, type CallResult, CircuitBreaker } from "./breaker.js";
+import type {
+  BreakerReading,
+  Provider,
+  ProviderMessage,
+  ProviderReservation,
+  SendOptions,
+} from "./provider.js";
 
 /**
  * A channel's providers in order (`SMS_PROVIDERS=twilio:primary,twilio:backup`), each account
@@ -125,15 +131,37 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
     return soonest;
   }
 
+  reserve(triedLast?: readonly string[]): ProviderReservation | undefined {
+    return this.#reserve(this.#inOrder(triedLast));
+  }
+
+  #reserve(order: readonly Account<M>[]): AccountReservation<M> | undefined {
+    for (const account of order) {
+      const permit = account.breaker.acquire();
+      if (permit) return new AccountReservation(account, permit);
+    }
+    return undefined;
+  }
+
   async send(message: M, options: SendOptions = {}): Promise<DeliveryOutcome> {
     const failovers: ProviderFailover[] = [];
+    const order = this.#inOrder(options.triedLast);
+    // The call the worker reserved before it recorded the attempt; a caller that reserved none
+    // (a test, a tool) gets one now.
+    const given = options.reservation;
+    const reservation =
+      given instanceof AccountReservation && order.some((account) => account === given.account)
+        ? (given as AccountReservation<M>)
+        : this.#reserve(order);
+    if (!reservation) return { ...noProviderCalled(), failovers };
     /** The last provider's failure, when it proved the message untaken: the attempt may move on. */
     let untaken: Failure | undefined;
     /** Whether an account of the list may take the message later (skipped now, or failed transiently). */
-    let mayTakeItLater = false;
-    for (const { provider, breaker } of this.#inOrder(options.triedLast)) {
+    let mayTakeItLater = order.indexOf(reservation.account) > 0;
+    for (const account of order.slice(order.indexOf(reservation.account))) {
+      const { provider, breaker } = account;
       if (untaken && options.deadline !== undefined && this.#now() >= options.deadline) break;
-      const permit = breaker.acquire();
+      const permit = account === reservation.account ? reservation.take() : breaker.acquire();
       if (!permit) {
         mayTakeItLater = true;
         continue;
@@ -159,16 +187,7 @@ class ProviderList<M extends ProviderMessage> implements Provider<M> {
       untaken = outcome;
     }
     if (untaken) return { ...retryableIf(mayTakeItLater, untaken), failovers };
-    return {
-      ok: false,
-      provider: NO_PROVIDER,
-      error: {
-        class: "transient",
-        code: "providers_unavailable",
-        message: "No provider was called: the circuit breaker of every provider was open",
-      },
-      failovers,
-    };
+    return { ...noProviderCalled(), failovers };
   }
 
   /** The accounts in order, those the previous attempt failed on last (each keeping its place). */
@@ -223,6 +242,51 @@ function worstCaseMs(accounts: readonly Account<ProviderMessage>[]): number {
 }
 
 type Failure = Extract<DeliveryOutcome, { ok: false }>;
+
+/**
+ * A call an attempt will make first, its breaker's permit taken before the attempt was recorded.
+ * The permit is taken by the attempt's call, or given back unused by {@link release}: once.
+ */
+class AccountReservation<M extends ProviderMessage> implements ProviderReservation {
+  readonly provider: string;
+  readonly account: Account<M>;
+  #permit: BreakerPermit | undefined;
+
+  constructor(account: Account<M>, permit: BreakerPermit) {
+    this.account = account;
+    this.provider = account.provider.name;
+    this.#permit = permit;
+  }
+
+  /** The permit, for the attempt's call; undefined once taken or released. */
+  take(): BreakerPermit | undefined {
+    const permit = this.#permit;
+    this.#permit = undefined;
+    return permit;
+  }
+
+  release(): void {
+    const permit = this.take();
+    if (permit) this.account.breaker.settle(permit, "unused");
+  }
+}
+
+/**
+ * No provider could be called. The worker never records it (it reserves a call before it records
+ * an attempt, and hands the job back when it gets none); only a send without a reservation, at the
+ * instant every breaker refuses, answers it. Events from before that amendment may carry it.
+ */
+function noProviderCalled(): Failure {
+  return {
+    ok: false,
+    provider: NO_PROVIDER,
+    error: {
+      class: "transient",
+      code: "providers_unavailable",
+      message: "No provider was called: the circuit breaker of every provider was open",
+    },
+  };
+}
 
 /**
  * Whether an attempt may move on from this failure to the next account: the provider proved it

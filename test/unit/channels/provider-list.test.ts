@@ -362,6 +362,59 @@ describe("the breakers of a provider list", () => {
   });
 });
 
+describe("a call reserved before the attempt is recorded", () => {
+  it("given a half-open breaker, then one reservation takes its probe, the next finds none, and the attempt goes through on it", async () => {
+    let clock = 0;
+    const primary = new Scripted("twilio:primary");
+    const only = providerList({
+      channel: "sms",
+      accounts: [primary],
+      order: ["twilio:primary"],
+      breaker: { failures: 1, cooldownMs: 1000 },
+      now: () => clock,
+      clock: () => clock,
+    });
+    primary.script = ["timeout"];
+    await only.send(message());
+    clock += 1000;
+    const reservation = only.reserve?.();
+    expect(reservation?.provider).toBe("twilio:primary");
+    expect(only.reserve?.()).toBeUndefined();
+    expect(await only.send(message(), { ...(reservation && { reservation }) })).toMatchObject({
+      ok: true,
+      provider: "twilio:primary",
+    });
+    expect(only.breakers?.()).toEqual([{ provider: "twilio:primary", state: "closed" }]);
+    reservation?.release(); // used already: changes nothing
+    expect(primary.calls).toHaveLength(2);
+  });
+
+  it("given a reservation released unused (the attempt did not start), then the probe is free again", async () => {
+    const { list, primary, advance } = setUp({ failures: 1, cooldownMs: 1000 });
+    primary.script = ["refused"];
+    await list.send(message());
+    advance(1000);
+    const reservation = list.reserve?.();
+    expect(reservation?.provider).toBe("twilio:primary");
+    expect(list.reserve?.(["twilio:backup"])?.provider).toBe("twilio:backup");
+    reservation?.release();
+    expect(list.reserve?.()?.provider).toBe("twilio:primary");
+  });
+
+  it("given the previous attempt failed on the first, then the reservation is the second's", () => {
+    const { list } = setUp();
+    expect(list.reserve?.(["twilio:primary"])?.provider).toBe("twilio:backup");
+  });
+
+  it("given every breaker open, then nothing is reserved", async () => {
+    const { list, primary, backup } = setUp({ failures: 1, cooldownMs: 10_000 });
+    primary.otherwise = "refused";
+    backup.otherwise = "refused";
+    await list.send(message());
+    expect(list.reserve?.()).toBeUndefined();
+  });
+});
+
 describe("the hooks and the clock of a provider list", () => {
   it("given onFailover throwing, then the attempt still moves on and the next provider's probe is settled, never stuck", async () => {
     let now = 1_000_000;
