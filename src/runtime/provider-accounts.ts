@@ -335,6 +335,27 @@ export function emailAccount(env: NodeJS.ProcessEnv, bare: BareAccountSettings) 
 }
 
 /**
+ * The Twilio accounts of an organization's SMS list (its own, or the default one), by name: the
+ * accounts a status callback for one of its messages may come from before the account that took
+ * it is known (docs/decisions/0046). `SMS_PROVIDER=twilio` is one account, `twilio`, everyone's.
+ */
+export function twilioAccountsOf(config: {
+  SMS_PROVIDER?: string | undefined;
+  SMS_PROVIDERS?: ProviderLists<SmsAccount> | undefined;
+}): (organizationId: string) => readonly string[] {
+  const lists = config.SMS_PROVIDERS;
+  if (!lists) {
+    const single = config.SMS_PROVIDER === "twilio" ? ["twilio"] : [];
+    return () => single;
+  }
+  const twilio = new Set(lists.accounts.filter((account) => account.kind === "twilio").map((a) => a.name));
+  const ofList = (order: readonly string[]) => order.filter((name) => twilio.has(name));
+  const byDefault = ofList(lists.order);
+  const byOrganization = new Map([...lists.byOrganization].map(([id, order]) => [id, ofList(order)]));
+  return (organizationId) => byOrganization.get(organizationId.toLowerCase()) ?? byDefault;
+}
+
+/**
  * The Twilio accounts SMS may go through, with their auth tokens: a status callback is verified
  * with the token of the account that took its message (docs/decisions/0046). `SMS_PROVIDER=twilio`
  * is one account, `twilio`.

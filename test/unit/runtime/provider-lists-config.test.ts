@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
-import { twilioAccounts } from "../../../src/runtime/provider-accounts.js";
+import { twilioAccounts, twilioAccountsOf } from "../../../src/runtime/provider-accounts.js";
 
 /** SMS_PROVIDERS, EMAIL_PROVIDERS and the organizations' lists (docs/decisions/0046). */
 
@@ -164,6 +164,20 @@ describe("given organizations' own lists", () => {
     ]);
   });
 
+  it("then a status callback for an organization's message may come only from the Twilio accounts of its own list, or the default's", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      SMS_PROVIDERS: "twilio:primary,simulator,twilio:backup",
+      TWILIO_ACME_ACCOUNT_SID: "AC-acme",
+      TWILIO_ACME_AUTH_TOKEN: "token-acme",
+      SMS_PROVIDERS_BY_ORGANIZATION: `${ORG_A}=twilio:acme,simulator`,
+    });
+    const of = twilioAccountsOf(config);
+    expect(of(ORG_A.toUpperCase())).toEqual(["twilio:acme"]);
+    expect(of(ORG_B)).toEqual(["twilio:primary", "twilio:backup"]);
+  });
+
   it("then an account only they name still needs its settings, named after the variable", () => {
     expect(problems({ ...twoTwilioAccounts, SMS_PROVIDERS_BY_ORGANIZATION: `${ORG_A}=twilio:acme` })).toMatch(
       /TWILIO_ACME_ACCOUNT_SID: required by SMS_PROVIDERS_BY_ORGANIZATION \(twilio:acme\)/,
@@ -259,6 +273,7 @@ describe("today's single provider", () => {
     expect(config.SMS_PROVIDERS).toBeUndefined();
     expect(config).not.toHaveProperty("SMS_PROVIDERS_BY_ORGANIZATION");
     expect(twilioAccounts(config)).toEqual([{ name: "twilio", authToken: "t1" }]);
+    expect(twilioAccountsOf(config)(ORG_A)).toEqual(["twilio"]);
   });
 
   it("the simulator has no Twilio account", () => {
