@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
-import { twilioAccounts, twilioAccountsOf } from "../../../src/runtime/provider-accounts.js";
+import {
+  twilioAccounts,
+  twilioAccountsOf,
+  unlistedTwilioAccountWarning,
+} from "../../../src/runtime/provider-accounts.js";
 
 /** SMS_PROVIDERS, EMAIL_PROVIDERS and the organizations' lists (docs/decisions/0046). */
 
@@ -278,5 +282,38 @@ describe("today's single provider", () => {
 
   it("the simulator has no Twilio account", () => {
     expect(twilioAccounts(loadConfig({ NODE_ENV: "test" }))).toEqual([]);
+  });
+});
+
+describe("the account `twilio` of the unprefixed settings, renamed or dropped", () => {
+  it("given TWILIO_* set and a list without `twilio`, then start-up warns: its messages' receipts would be refused for 72 hours", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      TWILIO_ACCOUNT_SID: "AC-old",
+      TWILIO_AUTH_TOKEN: "token-old",
+    });
+    expect(unlistedTwilioAccountWarning(config)).toMatch(/`twilio`, is in no SMS provider list.*72 hours/);
+  });
+
+  it("given `twilio` kept in the list, or SMS_PROVIDER=twilio, or no TWILIO_* at all, then no warning", () => {
+    const kept = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      SMS_PROVIDERS: "twilio:primary,twilio:backup,twilio",
+      TWILIO_ACCOUNT_SID: "AC-old",
+      TWILIO_AUTH_TOKEN: "token-old",
+    });
+    expect(unlistedTwilioAccountWarning(kept)).toBeUndefined();
+    const single = loadConfig({
+      NODE_ENV: "test",
+      SMS_PROVIDER: "twilio",
+      TWILIO_ACCOUNT_SID: "AC1",
+      TWILIO_AUTH_TOKEN: "t1",
+    });
+    expect(unlistedTwilioAccountWarning(single)).toBeUndefined();
+    expect(
+      unlistedTwilioAccountWarning(loadConfig({ NODE_ENV: "test", ...twoTwilioAccounts })),
+    ).toBeUndefined();
   });
 });
