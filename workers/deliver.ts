@@ -4,12 +4,12 @@ import { isConstraintViolation } from "../db/errors.js";
 import type { Prepared } from "../src/channels/channel.js";
 import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
 import { type Providers, prepareDelivery, providerFor } from "../src/channels/index.js";
-import type { SendOptions } from "../src/channels/providers/provider.js";
+import type { ProviderReservation, SendOptions } from "../src/channels/providers/provider.js";
 import { type Command, decide, type Refusal, startsAnAttempt } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
 import { type MessageContent, type MessageEvent, NO_PROVIDER } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
-import { isTerminal, type MessageState } from "../src/domain/state.js";
+import { fold, isTerminal, type MessageState } from "../src/domain/state.js";
 import { suppressionReasonOf } from "../src/domain/suppression.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
@@ -145,39 +145,65 @@ async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<num
   } satisfies Command;
   let decision = decide(state, start);
   let prepared: Prepared | undefined;
+  /** With a provider list: the call the attempt makes first, reserved before the attempt is recorded. */
+  let reservation: ProviderReservation | undefined;
   if (!("events" in decision) && decision.refused === "preparation_needed") {
     if (isContentErased(state.message)) prepared = CONTENT_ERASED;
     else {
       // Every provider of the message's list skipped (their breakers open): no attempt is spent on
-      // nobody; the job comes back when one may be called (docs/decisions/0046).
-      const heldUntil = waitForProviders(deps, state.message, start.now);
-      if (heldUntil !== undefined) return heldUntil;
-      // Asked for only when an attempt would really start: preparing may render a template. The
-      // second ask has the same facts (and clock) plus the preparation.
+      // nobody; the job comes back when one may be called (docs/decisions/0046). A cheap look
+      // before the preparation, which may render a template; the reservation below decides.
+      const readyInMs = providerFor(deps.providers, state.message).readyInMs?.() ?? 0;
+      if (readyInMs > 0) return heldForProviders(deps, state.message, start.now, readyInMs);
+      // Asked for only when an attempt would really start: preparing may render a template.
       prepared = await prepareDelivery(
         { ...deps, isSuppressed: loaded.suppression?.isSuppressed },
         state.message,
       );
     }
-    decision = decide(state, { ...start, preparation: prepared });
+    // The second ask has the same facts plus the preparation, on the clock as it is now: a slow
+    // preparation (an e-mail's render) may have taken the message past its time to live, and then
+    // the domain ends it rather than start an attempt no provider may be called for.
+    const now = deps.now();
+    decision = decide(state, { ...start, now, preparation: prepared });
+    if (prepared.ready && "events" in decision && startsAnAttempt(decision.events)) {
+      // A provider list's first call is reserved before the attempt is recorded: jobs that met a
+      // breaker as its cool-down ended all passed the look above, and only one gets the probe;
+      // the others are handed back with nothing recorded, never an attempt spent on nobody.
+      const provider = providerFor(deps.providers, state.message);
+      if (provider.reserve) {
+        const after = fold(decision.events, state);
+        reservation = provider.reserve(after.status === "pending" ? after.failedOn : undefined);
+        if (!reservation)
+          return heldForProviders(deps, state.message, now, Math.max(1, provider.readyInMs?.() ?? 0));
+      }
+    }
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
-  // The attempt starts now unless a throughput limit holds it back (a ThroughputWait): before its
-  // `pending` is appended, so a wait counts no attempt and spends no retry.
-  if (prepared?.ready && deps.throughput && startsAnAttempt(decision.events)) {
-    await deps.throughput.admit(state.message, prepared.provider, { turn: job.throughput, now: start.now });
+  let outcome: DeliveryOutcome;
+  try {
+    // The attempt starts now unless a throughput limit holds it back (a ThroughputWait): before its
+    // `pending` is appended, so a wait counts no attempt and spends no retry (the reservation of a
+    // provider list's first call is given back below).
+    if (prepared?.ready && deps.throughput && startsAnAttempt(decision.events)) {
+      await deps.throughput.admit(state.message, prepared.provider, { turn: job.throughput, now: start.now });
+    }
+    state = await append(deps, state, decision.events);
+    // The domain starts an attempt only with the message prepared; otherwise the message ended.
+    if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
+    // A provider list tries last the providers the previous attempt failed on, and calls no further
+    // provider once the message's time to live is over.
+    outcome = await sendSafely(prepared, state.attempts, {
+      ...(state.failedOn && { triedLast: state.failedOn }),
+      deadline: Date.parse(state.message.expiresAt),
+      ...(reservation && { reservation }),
+    });
+  } finally {
+    // Given back when the attempt did not start (a conflict, the database); once used, a no-op.
+    reservation?.release();
   }
-  state = await append(deps, state, decision.events);
-  // The domain starts an attempt only with the message prepared; otherwise the message ended.
-  if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
 
   const { attempts, message } = state;
-  // A provider list tries last the providers the previous attempt failed on, and calls no further
-  // provider once the message's time to live is over.
-  const outcome = await sendSafely(prepared, attempts, {
-    ...(state.failedOn && { triedLast: state.failedOn }),
-    deadline: Date.parse(message.expiresAt),
-  });
   countProviderErrors(deps, message, outcome);
   logOutcome(logger, messageId, attempts, outcome);
   state = await recordHeld(deps, state, {
@@ -223,13 +249,11 @@ const PROVIDER_WAIT_JITTER_MS = 1000;
 
 /**
  * When a job should come back because no provider of the message's list may be called now (every
- * breaker open, or half-open with its probe under way): then, plus jitter so the jobs held together
- * do not all come back at once, and never later than just past the message's time to live (the
- * domain then fails it). Undefined when a provider may be called (a single provider always may).
+ * breaker open, or half-open with its probe under way: ready in `readyInMs`): then, plus jitter so
+ * the jobs held together do not all come back at once, and never later than just past the
+ * message's time to live (the domain then fails it).
  */
-function waitForProviders(deps: DeliverDeps, message: MessageContent, now: Date): number | undefined {
-  const readyInMs = providerFor(deps.providers, message).readyInMs?.() ?? 0;
-  if (readyInMs <= 0) return undefined;
+function heldForProviders(deps: DeliverDeps, message: MessageContent, now: Date, readyInMs: number): number {
   const untilExpiry = Date.parse(message.expiresAt) - now.getTime();
   const wait = Math.min(
     readyInMs + Math.round(deps.random() * PROVIDER_WAIT_JITTER_MS),
@@ -372,10 +396,12 @@ async function append(deps: DeliverDeps, state: MessageState, events: MessageEve
 function logOutcome(logger: Logger, messageId: string, attempt: number, outcome: DeliveryOutcome): void {
   for (const failover of outcome.failovers ?? []) {
     const { provider, error, detail } = failover;
-    logger.info(
-      { messageId, attempt, provider, class: error.class, code: error.code, detail },
-      "provider did not take the message: attempt moved to the next provider",
-    );
+    const fields = { messageId, attempt, provider, class: error.class, code: error.code, detail };
+    // A permanent error moved on is an account's refusal (credentials, a sender not its own): a
+    // configuration to fix, as a single provider's permanent failure is.
+    if (error.class === "permanent")
+      logger.warn(fields, "provider account refused the message: attempt moved to the next provider");
+    else logger.info(fields, "provider did not take the message: attempt moved to the next provider");
   }
   if (outcome.ok) {
     if (outcome.detail)

@@ -10,7 +10,7 @@ import { loadConfig } from "../src/runtime/config.js";
 import { onShutdown, runProcess } from "../src/runtime/lifecycle.js";
 import { createLogger } from "../src/runtime/logger.js";
 import { createOutboundAgent, outboundPost } from "../src/runtime/outbound/outbound-fetch.js";
-import { twilioAccounts } from "../src/runtime/provider-accounts.js";
+import { twilioAccounts, unlistedTwilioAccountWarning } from "../src/runtime/provider-accounts.js";
 import { createRedis } from "../src/runtime/redis.js";
 import { assertUsableRedis, probeRedisWrite, warnUnlessNoEviction } from "../src/runtime/redis-checks.js";
 import { RedisHealth } from "../src/runtime/redis-health.js";
@@ -241,6 +241,8 @@ async function main(): Promise<void> {
       .catch((error: unknown) => logger.warn({ err: error }, "idempotency key pruning failed")),
   );
 
+  const unlistedTwilio = unlistedTwilioAccountWarning(config);
+  if (unlistedTwilio) logger.warn(unlistedTwilio);
   if (twilioAccounts(config).length > 0 && !config.PUBLIC_BASE_URL) {
     logger.warn(
       "PUBLIC_BASE_URL is unset: Twilio is asked for no status callbacks, so no SMS delivery receipt will arrive",

@@ -14,6 +14,7 @@ import { systemTxtResolver } from "../runtime/dns.js";
 import { onShutdown } from "../runtime/lifecycle.js";
 import type { Logger } from "../runtime/logger.js";
 import { createOutboundAgent, outboundPost } from "../runtime/outbound/outbound-fetch.js";
+import { unlistedTwilioAccountWarning } from "../runtime/provider-accounts.js";
 import { createRedis } from "../runtime/redis.js";
 import { webhookSecrets } from "../runtime/webhook-secrets.js";
 import { createContentVault } from "../store/content.js";
@@ -26,6 +27,10 @@ import { createOpsApp } from "./ops-app.js";
 
 /** One process serving the notification API: opens its connections, serves, shuts down on SIGTERM. */
 export function startApiProcess(config: Config, logger: Logger): void {
+  // The web process verifies Twilio's status callbacks: an account dropped from every list no
+  // longer verifies those of the messages it sent (docs/decisions/0046).
+  const unlistedTwilio = unlistedTwilioAccountWarning(config);
+  if (unlistedTwilio) logger.warn(unlistedTwilio);
   const { db, sql } = createDatabase({
     url: config.DATABASE_URL,
     poolSize: config.DATABASE_POOL_SIZE,

@@ -27,7 +27,7 @@ export interface Price {
 /**
  * A provider of a provider list (docs/decisions/0046) that an attempt went to before the one that
  * gave its outcome, and the error that provably left the message untaken there (a refused
- * connection, a 503, a 429), so the attempt moved on to the next provider.
+ * connection, a 429), so the attempt moved on to the next provider.
  */
 export interface ProviderFailover {
   /** The account's name (`twilio:primary`). */
@@ -36,6 +36,17 @@ export interface ProviderFailover {
   /** What that provider said, for the worker's log only (never recorded in an event). */
   detail?: string;
 }
+
+/**
+ * A refusal by the account, not of the recipient or the content (docs/decisions/0046): the
+ * provider took nothing, and another account may take the same message.
+ * - `account`: the account itself is refused (wrong credentials, an account suspended,
+ *   authentication required), as every message would be: its circuit breaker counts it;
+ * - `sender`: this message is not allowed on this account (its From is not the account's, relaying
+ *   for it denied), which depends on the message: its breaker does not count it, or one
+ *   organization's sender could have every organization skip the account.
+ */
+export type AccountRefusal = "account" | "sender";
 
 /**
  * `error.message` is ours: fixed text that quotes nothing the provider answered (tenants read it
@@ -64,10 +75,17 @@ export type DeliveryOutcome =
       detail?: string;
       /**
        * The provider provably did not take the message (the connection was refused, it answered
-       * 503 or 429): another provider may be tried within the same attempt without sending it twice.
-       * Unset when it may have taken it (a time-out after the request left, a connection reset).
+       * 429): another provider may be tried within the same attempt without sending it twice.
+       * Unset when it may have taken it (a time-out after the request left, a connection reset,
+       * any 5xx: a 503 may come from an edge after the provider made the message).
        */
       notTaken?: boolean;
+      /**
+       * The account refused the message (its error is `permanent`), not its recipient: with
+       * `notTaken`, a provider list moves the attempt to the next account. One provider alone
+       * treats it as the permanent error it is.
+       */
+      accountRefusal?: AccountRefusal;
       /** Sent through a provider list: the providers the attempt left first (maybe none). */
       failovers?: readonly ProviderFailover[];
     };

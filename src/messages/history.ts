@@ -39,7 +39,7 @@ const providerErrorSchema = z
 /** A provider list's words on an outcome (docs/decisions/0046); absent with a single provider. */
 const outcomeProvider = z.string().optional().meta({
   description:
-    "Only with a provider list: the provider (account) whose answer ended this attempt, e.g. `twilio:backup`; `none` when every provider's circuit breaker was open and none was called",
+    "Only with a provider list: the provider (account) whose answer ended this attempt, e.g. `twilio:backup`; `none` (only in events from before a fix: today no attempt is recorded when no provider can be called) when every provider's circuit breaker was open and none was called",
 });
 const failovers = z
   .array(
@@ -53,7 +53,7 @@ const failovers = z
   .optional()
   .meta({
     description:
-      "Only with a provider list, when this attempt went to other providers first: each, in order, with the error that showed it had not taken the message (a refused connection, a 503, a 429), so the attempt moved on to the next",
+      "Only with a provider list, when this attempt went to other providers first: each, in order, with the error that showed it had not taken the message (a refused connection, a 429, the account's refusal rather than the recipient's), so the attempt moved on to the next",
   });
 
 const suppressionEntry = z

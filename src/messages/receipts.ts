@@ -21,9 +21,12 @@ import type { NewSuppression } from "../store/suppressions.js";
  * - `unknown_message`: no such message;
  * - `other_provider`: the message is another channel's, or another provider accepted it;
  * - `provider_id_mismatch`: it names another provider message id than the one recorded;
- * - `wrong_account`: another account of the same provider took the message than the one(s)
- *   whose credentials authenticated the receipt: nothing is recorded, and the intake answers as
- *   to a bad signature (docs/decisions/0046).
+ * - `other_account`: authenticated by an account of the message's organization's list, but
+ *   another account took the message (an earlier attempt went to this one, which may have sent it
+ *   too): a genuine report of that copy, not of the message's; nothing is recorded;
+ * - `wrong_account`: authenticated by none of the accounts it may come from (the one that took
+ *   the message, or before that is known, those of the organization's list): nothing is
+ *   recorded, and the intake answers as to a bad signature (docs/decisions/0046).
  */
 export type ReceiptOutcome =
   | "recorded"
@@ -31,17 +34,22 @@ export type ReceiptOutcome =
   | "unknown_message"
   | "other_provider"
   | "provider_id_mismatch"
+  | "other_account"
   | "wrong_account";
 
 /**
  * Which accounts of a provider a receipt may come from (docs/decisions/0046): every account of it
- * the service sends through (`twilio:primary`, `twilio:backup`), and those whose credentials
- * authenticated this receipt. The receipt is recorded as the account's that took its message (its
- * `success` names it); before that success is recorded, as the first authenticated one's.
+ * the service sends through (`twilio:primary`, `twilio:backup`), those whose credentials
+ * authenticated this receipt, and those of an organization's list (its own, or the default). The
+ * receipt is recorded as the account's that took its message (its `success` names it); before that
+ * success is recorded, as the first authenticated one of the message's organization's list: an
+ * account another organization sends through (whose token that organization may know) never
+ * speaks for this one's messages.
  */
 export interface ReceiptAccounts {
   all: readonly string[];
   authenticated: readonly string[];
+  ofOrganization(organizationId: string): readonly string[];
 }
 
 /** How many times a receipt is decided again after another writer (the worker) appended first. */
@@ -150,8 +158,10 @@ async function recordProviderWord(
     // The provider that accepted it, and its id there: the last `success` (there is at most one).
     const success = events.findLast((stored) => stored.event.type === "success")?.event;
     const taker = success?.type === "success" ? success.data : undefined;
-    const provider = accountOf(request.accounts, taker?.provider) ?? from.provider;
+    const provider =
+      accountOf(request.accounts, taker?.provider, state.message.organizationId) ?? from.provider;
     if (provider === WRONG_ACCOUNT) return "wrong_account";
+    if (provider === OTHER_ACCOUNT) return "other_account";
     if (taker) {
       if (taker.provider !== provider) return "other_provider";
       const named = from.providerMessageId;
@@ -171,18 +181,27 @@ async function recordProviderWord(
 }
 
 const WRONG_ACCOUNT = Symbol("wrong account");
+const OTHER_ACCOUNT = Symbol("other account");
 
 /**
- * The account a receipt is from, among `accounts` (undefined without them): the one that took the
- * message when it is one of them, which must have authenticated the receipt (else
- * {@link WRONG_ACCOUNT}); otherwise (no success recorded yet, or a message another provider took:
- * `other_provider`, as before) the first that authenticated it.
+ * The account a receipt is from, among `accounts` (undefined without them):
+ * - the message taken by one of them: that one, when it authenticated the receipt; else
+ *   {@link OTHER_ACCOUNT} when an account of the organization's list did (a genuine report of an
+ *   earlier attempt's copy), {@link WRONG_ACCOUNT} when none did;
+ * - otherwise (no success recorded yet, or a message another provider took: `other_provider`, as
+ *   before): the first of the organization's list that authenticated it, else {@link WRONG_ACCOUNT}.
  */
 function accountOf(
   accounts: ReceiptAccounts | undefined,
   taker: string | undefined,
-): string | typeof WRONG_ACCOUNT | undefined {
+  organizationId: string,
+): string | typeof WRONG_ACCOUNT | typeof OTHER_ACCOUNT | undefined {
   if (!accounts) return undefined;
-  if (taker === undefined || !accounts.all.includes(taker)) return accounts.authenticated[0];
-  return accounts.authenticated.includes(taker) ? taker : WRONG_ACCOUNT;
+  const own = accounts.ofOrganization(organizationId);
+  const ownAuthenticated = accounts.authenticated.filter((name) => own.includes(name));
+  if (taker !== undefined && accounts.all.includes(taker)) {
+    if (accounts.authenticated.includes(taker)) return taker;
+    return ownAuthenticated.length > 0 ? OTHER_ACCOUNT : WRONG_ACCOUNT;
+  }
+  return ownAuthenticated[0] ?? WRONG_ACCOUNT;
 }

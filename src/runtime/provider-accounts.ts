@@ -335,6 +335,27 @@ export function emailAccount(env: NodeJS.ProcessEnv, bare: BareAccountSettings) 
 }
 
 /**
+ * The Twilio accounts of an organization's SMS list (its own, or the default one), by name: the
+ * accounts a status callback for one of its messages may come from before the account that took
+ * it is known (docs/decisions/0046). `SMS_PROVIDER=twilio` is one account, `twilio`, everyone's.
+ */
+export function twilioAccountsOf(config: {
+  SMS_PROVIDER?: string | undefined;
+  SMS_PROVIDERS?: ProviderLists<SmsAccount> | undefined;
+}): (organizationId: string) => readonly string[] {
+  const lists = config.SMS_PROVIDERS;
+  if (!lists) {
+    const single = config.SMS_PROVIDER === "twilio" ? ["twilio"] : [];
+    return () => single;
+  }
+  const twilio = new Set(lists.accounts.filter((account) => account.kind === "twilio").map((a) => a.name));
+  const ofList = (order: readonly string[]) => order.filter((name) => twilio.has(name));
+  const byDefault = ofList(lists.order);
+  const byOrganization = new Map([...lists.byOrganization].map(([id, order]) => [id, ofList(order)]));
+  return (organizationId) => byOrganization.get(organizationId.toLowerCase()) ?? byDefault;
+}
+
+/**
  * The Twilio accounts SMS may go through, with their auth tokens: a status callback is verified
  * with the token of the account that took its message (docs/decisions/0046). `SMS_PROVIDER=twilio`
  * is one account, `twilio`.
@@ -352,4 +373,27 @@ export function twilioAccounts(config: {
   return config.SMS_PROVIDER === "twilio" && config.TWILIO_AUTH_TOKEN
     ? [{ name: "twilio", authToken: config.TWILIO_AUTH_TOKEN }]
     : [];
+}
+
+/**
+ * A warning for the start-up log (web and worker) when `TWILIO_ACCOUNT_SID` or `TWILIO_AUTH_TOKEN`
+ * is set but the account they configure, `twilio`, is in no list (docs/decisions/0046): typically
+ * `SMS_PROVIDER=twilio` turned into a list that renamed it (`twilio:primary`). Status callbacks for
+ * the messages it sent (Twilio reports for 72 hours) then name an account the service no longer
+ * knows: refused (403), or dropped (`other_provider`) when the renamed account has the same token.
+ * Undefined when there is nothing to warn about.
+ */
+export function unlistedTwilioAccountWarning(config: {
+  SMS_PROVIDER?: string | undefined;
+  SMS_PROVIDERS?: ProviderLists<SmsAccount> | undefined;
+  TWILIO_ACCOUNT_SID?: string | undefined;
+  TWILIO_AUTH_TOKEN?: string | undefined;
+}): string | undefined {
+  if (!config.TWILIO_ACCOUNT_SID && !config.TWILIO_AUTH_TOKEN) return undefined;
+  if (twilioAccounts(config).some((account) => account.name === "twilio")) return undefined;
+  return (
+    "TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN are set but their account, `twilio`, is in no SMS provider list: " +
+    "status callbacks for the messages it sent are refused or dropped. After renaming or retiring it, keep " +
+    "`twilio` in SMS_PROVIDERS (last) for 72 hours, the time Twilio reports for, then unset these variables"
+  );
 }

@@ -6,7 +6,8 @@ import twilio from "twilio";
 
 /**
  * A stand-in for Twilio: its Messages endpoint (answered as Twilio answers, or by an outage a test
- * switches on: a 503, a hang, refused connections), and its status callbacks, posted the way Twilio posts them and signed with the official `twilio` package's
+ * switches on: a 503, a message made and then a 503, a hang, refused connections), and its status
+ * callbacks, posted the way Twilio posts them and signed with the official `twilio` package's
  * helper (never with our own code). The callbacks go to the service in process (`attach`) or, in
  * the end-to-end tests, over HTTP to the URL the service gave as `StatusCallback`.
  */
@@ -21,10 +22,12 @@ export interface SentSms {
 
 /**
  * How the fake answers the Messages endpoint: as Twilio does (`ok`), with a 503 (`unavailable`),
- * never (`hang`: the request is read and left unanswered), or not at all (`refuse`: the listener
- * is closed, so connections are refused).
+ * with a 503 after making the message (`made_then_unavailable`: an edge in front of Twilio that
+ * answers 503 once Twilio created it, which is why a 503 proves nothing), never (`hang`: the
+ * request is read and left unanswered), or not at all (`refuse`: the listener is closed, so
+ * connections are refused).
  */
-export type FakeTwilioMode = "ok" | "unavailable" | "hang" | "refuse";
+export type FakeTwilioMode = "ok" | "unavailable" | "made_then_unavailable" | "hang" | "refuse";
 
 /** One request to the Messages endpoint, whatever the answer: the ground truth of who got what. */
 export interface ReceivedSms {
@@ -35,6 +38,8 @@ export interface ReceivedSms {
   receivedAt: number;
   /** 201 (a message made), 503, or `hung` (never answered). */
   answer: 201 | 503 | "hung";
+  /** Whether the fake made a message for it (a 201, or `made_then_unavailable`'s 503). */
+  made: boolean;
 }
 
 /** Answers a request as an in-process app does (Hono's `app.request`). */
@@ -156,24 +161,34 @@ export class FakeTwilio {
       this.onReceived?.(request);
     };
     if (this.#mode === "hang") {
-      record({ ...received, answer: "hung" });
+      record({ ...received, answer: "hung", made: false });
       this.#hung.add(res);
       res.on("close", () => this.#hung.delete(res));
       return;
     }
-    if (this.#mode !== "ok") {
-      // `refuse` while a connection opened before it was still being read: refused all the same.
-      record({ ...received, answer: 503 });
-      res.writeHead(503, { "Content-Type": "application/json" });
-      res.end(JSON.stringify({ code: 20503, message: "Service Unavailable", status: 503 }));
+    if (this.#mode === "made_then_unavailable") {
+      record({ ...received, answer: 503, made: true });
+      this.sent.push({ sid: `SM${randomUUID().replaceAll("-", "")}`, fields });
+      this.#unavailable(res);
       return;
     }
-    record({ ...received, answer: 201 });
+    if (this.#mode !== "ok") {
+      // `refuse` while a connection opened before it was still being read: refused all the same.
+      record({ ...received, answer: 503, made: false });
+      this.#unavailable(res);
+      return;
+    }
+    record({ ...received, answer: 201, made: true });
     const sms = { sid: `SM${randomUUID().replaceAll("-", "")}`, fields };
     this.sent.push(sms);
     await this.beforeAnswer?.(sms);
     res.writeHead(201, { "Content-Type": "application/json" });
     res.end(JSON.stringify(this.messageResource(sms)));
+  }
+
+  #unavailable(res: ServerResponse): void {
+    res.writeHead(503, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ code: 20503, message: "Service Unavailable", status: 503 }));
   }
 
   /** The Message resource Twilio answers a creation with (its fields as strings, as Twilio's are). */

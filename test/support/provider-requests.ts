@@ -4,9 +4,12 @@
  * with its `attempt_started` event, appended before the provider is called, and ends where the
  * next one starts; a request belongs to the attempt whose window holds the instant it arrived.
  *
- * A request "may have been taken" unless its provider answered that it was not (a 503): a 201
- * made a message, and a request left unanswered (a hang, a process killed mid-request) may have.
- * No attempt may have more than one such request, across all providers: that would be one attempt
+ * A request "may have been taken" unless its answer proves that it was not, as the service must
+ * read answers (docs/decisions/0046): only a 429 does. A 201 made a message; a request left
+ * unanswered (a hang, a process killed mid-request) may have; and so may a 503, which an edge in
+ * front of Twilio can answer after Twilio made the message (the fake's `made_then_unavailable`).
+ * A refused connection never reaches a fake, so it is no request here. No attempt may have more
+ * than one request that may have been taken, across all providers: that would be one attempt
  * sent by two providers.
  */
 
@@ -15,7 +18,7 @@ export interface ProviderRequest {
   provider: string;
   /** Date.now() when it arrived. */
   receivedAt: number;
-  /** 201, 503, or anything else for no answer (`hung`, `cut`). */
+  /** 201, 503, 429, or anything else for no answer (`hung`, `cut`). */
   answer: number | string;
 }
 
@@ -31,13 +34,14 @@ export interface MessageRequests {
   byAttempt: Map<number, ProviderRequest[]>;
   /** Attempts with more than one request that may have been taken: must be empty. */
   sentTwiceInOneAttempt: number[];
-  /** Requests that made a message (a 201). */
+  /** Requests answered 201 (a message made, as the service was told). */
   created: ProviderRequest[];
   /** Requests that arrived outside every attempt (before the first started): must be none. */
   outside: ProviderRequest[];
 }
 
-export const mayHaveBeenTaken = (request: ProviderRequest) => request.answer !== 503;
+/** Whether the answer leaves open that the provider took it: anything but a 429. */
+export const mayHaveBeenTaken = (request: ProviderRequest) => request.answer !== 429;
 
 export function requestsByAttempt(
   events: readonly AttemptEvent[],

@@ -11,7 +11,8 @@
  *
  * Results of calls let through before the last change of state are ignored: a call that started
  * while the breaker was closed and fails after it opened does not prolong the cool-down, nor does
- * one that succeeds close it again. The clock is injected.
+ * one that succeeds close it again. The clock is injected: a monotonic one (`performance.now`), so
+ * a wall clock's jump (NTP, a resumed VM) neither ends a cool-down early nor stretches it.
  */
 
 export const BREAKER_STATES = ["closed", "half_open", "open"] as const;
@@ -22,9 +23,9 @@ export interface BreakerOptions {
   failures: number;
   /** How long it stays open before one probe is let through. */
   cooldownMs: number;
-  /** Milliseconds, monotonic enough for intervals (`performance.now`, `Date.now`, a test's clock). */
+  /** Milliseconds on a monotonic clock (`performance.now`, or a test's own). */
   now: () => number;
-  /** Told of every change of state, e.g. to log it. */
+  /** Told of every change of state, e.g. to log it; a hook that throws changes nothing here. */
   onChange?: (from: BreakerState, to: BreakerState) => void;
 }
 
@@ -126,6 +127,12 @@ export class CircuitBreaker {
     this.#generation++;
     this.#run = 0;
     this.#probing = false;
-    if (from !== state) this.#onChange?.(from, state);
+    if (from === state) return;
+    try {
+      this.#onChange?.(from, state);
+    } catch {
+      // A log or metrics hook that fails must not leave the breaker half-changed (a probe never
+      // handed out, a permit never settled): the state above is already whole.
+    }
   }
 }

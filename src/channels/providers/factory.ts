@@ -77,6 +77,7 @@ export function listedProviders<A extends { name: string }, M extends ProviderMe
     byOrganization: lists.byOrganization,
     breaker: { failures, cooldownMs },
     ...(options.now && { now: options.now }),
+    ...(options.clock && { clock: options.clock }),
     ...(options.onFailover && { onFailover: options.onFailover }),
     ...(options.onBreakerChange && { onBreakerChange: options.onBreakerChange }),
   });

@@ -78,12 +78,14 @@ function causeCode(err: unknown): string | undefined {
 }
 
 /**
- * HTTP answers that say the request was not acted on and may be made elsewhere: 429 (too many
- * requests) and 503 (unavailable: the server refuses it as a whole). A 500, 502 or 504 may come
- * from a gateway after the service behind it took the request, so they say nothing of the kind.
+ * HTTP answers that say the request was not acted on and may be made elsewhere: only 429 (too
+ * many requests: a rate limit refuses a request before it is processed). Every 5xx, 503 included,
+ * says nothing of the kind: a gateway or edge in front of the service may answer it after the
+ * service behind it took the request (Twilio's own 20503 does not promise that the request was
+ * not processed either), so another account must not be tried for the same attempt.
  */
 export function refusedUntaken(status: number): boolean {
-  return status === 429 || status === 503;
+  return status === 429;
 }
 
 /** undici reports every network failure as "fetch failed"; the useful part is in `cause`. */

@@ -17,6 +17,22 @@ export interface SendOptions {
   triedLast?: readonly string[];
   /** Epoch milliseconds (the message's time to live): a provider list calls no further provider after it. */
   deadline?: number;
+  /**
+   * The call this attempt's list reserved before the attempt was recorded ({@link Provider.reserve}):
+   * its first provider goes through on it, whatever its breaker says by then.
+   */
+  reservation?: ProviderReservation;
+}
+
+/**
+ * A call a provider list promised to one attempt before the attempt started (docs/decisions/0046):
+ * the breaker of the first provider the attempt will go to has let it through already.
+ */
+export interface ProviderReservation {
+  /** The account the attempt goes to first. */
+  readonly provider: string;
+  /** Gives the call back unused (the attempt did not start); once the attempt used it, nothing. */
+  release(): void;
 }
 
 /** One account's circuit breaker, as /metrics reports it. */
@@ -48,6 +64,12 @@ export interface Provider<M extends ProviderMessage> {
    * breaker is open, a delivery waits this long rather than spending an attempt on nobody.
    */
   readyInMs?(): number;
+  /**
+   * A provider list: reserves the call an attempt will make first (the first provider, in the
+   * attempt's order, whose breaker lets it through), or none when every breaker refuses. The worker
+   * reserves before it records an attempt, so no attempt is counted when no provider can be called.
+   */
+  reserve?(triedLast?: readonly string[]): ProviderReservation | undefined;
   /** A provider list: every account's circuit breaker (those of the organizations' lists too). */
   breakers?(): readonly BreakerReading[];
 }
@@ -56,8 +78,10 @@ export interface Provider<M extends ProviderMessage> {
 export interface ProviderOptions {
   /** How long the simulators' rate-limited cases ask to wait (tests shorten it). */
   simulatorRateLimitRetryAfterMs?: number;
-  /** The provider lists' clock (epoch milliseconds): breakers' cool-downs and messages' deadlines. */
+  /** The provider lists' wall clock (epoch milliseconds): the messages' deadlines. */
   now?: () => number;
+  /** The provider lists' monotonic clock (default `performance.now`): the breakers' cool-downs. */
+  clock?: () => number;
   /** Told when a provider list moves an attempt from one provider to the next. */
   onFailover?(channel: string, from: string, to: string): void;
   /** Told when an account's circuit breaker changes state. */

@@ -1,4 +1,4 @@
-import type { DeliveryError, DeliveryOutcome } from "../../domain/delivery-outcome.js";
+import type { AccountRefusal, DeliveryError, DeliveryOutcome } from "../../domain/delivery-outcome.js";
 
 /** The longest error message a provider reports. */
 export const MAX_ERROR_MESSAGE_LENGTH = 300;
@@ -43,23 +43,33 @@ const CONTROL_AND_SPACE = /[\u0000-\u001f\u007f\s]+/g;
 /** The longest provider detail the worker logs. */
 export const MAX_DETAIL_LENGTH = 1000;
 
+/** What a failure proves about the message (docs/decisions/0046). */
+export interface Untaken {
+  /** The provider provably did not take the message. */
+  notTaken?: boolean;
+  /** The account refused it, not the recipient (implies `notTaken`). */
+  accountRefusal?: AccountRefusal | undefined;
+}
+
 /**
  * A provider's failed outcome, its message and its detail (for the log only) cleaned of `secrets`;
- * `notTaken` when the provider provably did not take the message (docs/decisions/0046).
+ * `notTaken` when the provider provably did not take the message, `accountRefusal` when the
+ * account refused it rather than its recipient (docs/decisions/0046).
  */
 export function failedOutcome(
   provider: string,
   error: DeliveryError,
   secrets: readonly string[],
   detail?: string,
-  notTaken?: boolean,
+  { notTaken, accountRefusal }: Untaken = {},
 ): DeliveryOutcome {
   return {
     ok: false,
     provider,
     error: { ...error, message: cleanMessage(error.message, secrets) },
     ...(detail ? { detail: cleanDetail(detail, secrets) } : {}),
-    ...(notTaken && { notTaken: true }),
+    ...((notTaken || accountRefusal) && { notTaken: true }),
+    ...(accountRefusal && { accountRefusal }),
   };
 }
 

@@ -85,6 +85,18 @@ function untaken(...args: Parameters<typeof failure>) {
   return { ...failure(...args), notTaken: true };
 }
 
+/**
+ * A permanent failure in which the server refused the account (`account`: credentials) or this
+ * message on this account (`sender`: relaying or the sender not allowed), not the recipient: it
+ * took nothing, and a provider list may try another server within the attempt (decision 0046).
+ */
+function refusedByAccount(
+  accountRefusal: "account" | "sender",
+  ...args: Parameters<typeof failure> extends [string, ...infer R] ? R : never
+) {
+  return { ...failure("permanent", ...args), notTaken: true, accountRefusal };
+}
+
 describe("SmtpEmailProvider against a real SMTP server", () => {
   let server: TestSmtpServer;
   const providers: SmtpEmailProvider[] = [];
@@ -298,12 +310,12 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     );
   });
 
-  it("wrong credentials get a 535, which is permanent and does not echo the password", async () => {
+  it("wrong credentials get a 535, which is permanent, refuses the account itself, and does not echo the password", async () => {
     const wrong = "pw_wrong_000000000000";
     const outcome = await send(provider({ password: wrong }));
     expect(outcome).toStrictEqual(
-      failure(
-        "permanent",
+      refusedByAccount(
+        "account",
         "smtp_535",
         "The SMTP server answered AUTH PLAIN with 535",
         expect.stringContaining("5.7.8 Authentication credentials invalid"),
@@ -321,9 +333,21 @@ describe("SmtpEmailProvider against a real SMTP server", () => {
     });
   });
 
-  it("no credentials where the server requires them is permanent (530)", async () => {
+  it("no credentials where the server requires them is permanent (530), and refuses the account itself", async () => {
     expect(await send(provider({ user: undefined, password: undefined }))).toStrictEqual(
-      failure("permanent", "smtp_530"),
+      refusedByAccount("account", "smtp_530"),
+    );
+  });
+
+  it("relaying denied (5.7.1 to RCPT TO) is permanent, and this server's refusal of the message: another may take it", async () => {
+    server.scenario = { rcpt: (address) => smtpError(554, `5.7.1 <${address}>: Relay access denied`) };
+    expect(await send()).toStrictEqual(
+      refusedByAccount(
+        "sender",
+        "smtp_554",
+        "The SMTP server answered RCPT TO with 554",
+        expect.stringContaining("5.7.1 <[recipient]>: Relay access denied"),
+      ),
     );
   });
 

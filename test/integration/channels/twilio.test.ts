@@ -166,7 +166,8 @@ function failure(
     retryAfterMs,
     detail = expect.any(String),
     notTaken,
-  }: { retryAfterMs?: number; detail?: unknown; notTaken?: true } = {},
+    accountRefusal,
+  }: { retryAfterMs?: number; detail?: unknown; notTaken?: true; accountRefusal?: "account" | "sender" } = {},
 ) {
   return {
     ok: false,
@@ -175,6 +176,8 @@ function failure(
     detail,
     // Twilio provably made no message: a provider list may try another account (decision 0046).
     ...(notTaken && { notTaken }),
+    // The account refused it, not the recipient: another account may take it (decision 0046).
+    ...(accountRefusal && { notTaken: true, accountRefusal }),
   };
 }
 
@@ -341,7 +344,7 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     );
   });
 
-  it("a 400 with any other code, such as 21606 for a bad sender, is permanent", async () => {
+  it("a 400 with 21606 (the From is not this account's) is permanent, and an account's refusal of this message: another account may take it", async () => {
     twilio.scenario = (_req, res) =>
       sendTwilioError(
         res,
@@ -354,21 +357,40 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
         detail: expect.stringContaining(
           "The 'From' phone number provided is not a valid message-capable number.",
         ),
+        accountRefusal: "sender",
       }),
     );
   });
 
-  it("a wrong auth token gets a 401, which is permanent and does not echo the token", async () => {
+  it("a 400 with any other code, such as 21617 (a body too long), is permanent and never another account's to try", async () => {
+    twilio.scenario = (_req, res) =>
+      sendTwilioError(res, 400, 21617, "The concatenated message body exceeds the 1600 character limit.");
+    expect(await send()).toStrictEqual(
+      failure("permanent", "21617", "Twilio answered HTTP 400 with error 21617"),
+    );
+  });
+
+  it("a wrong auth token gets a 401, which is permanent, refuses the account itself, and does not echo the token", async () => {
     const wrongToken = "tok_wrong_0000000000000000000000000";
     const outcome = await send(provider({ authToken: wrongToken }));
     expect(outcome).toStrictEqual(
       failure("permanent", "20003", "Twilio answered HTTP 401 with error 20003", {
         detail: expect.stringContaining("Authenticate"),
+        accountRefusal: "account",
       }),
     );
     expect(JSON.stringify(outcome)).not.toContain(wrongToken);
     expect(twilio.requests[0]?.authorization).toBe(
       `Basic ${Buffer.from(`${ACCOUNT_SID}:${wrongToken}`).toString("base64")}`,
+    );
+  });
+
+  it("a 403 with 20005 (account not active) is permanent and refuses the account itself", async () => {
+    twilio.scenario = (_req, res) => sendTwilioError(res, 403, 20005, "Account not active");
+    expect(await send()).toStrictEqual(
+      failure("permanent", "20005", "Twilio answered HTTP 403 with error 20005", {
+        accountRefusal: "account",
+      }),
     );
   });
 
@@ -420,7 +442,7 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     );
   });
 
-  it("a 503 with a plain-text body is transient, coded by its status, and not taken", async () => {
+  it("a 503 with a plain-text body is transient, coded by its status, and may have been taken (an edge may answer it after Twilio made the message)", async () => {
     twilio.scenario = (_req, res) => {
       res.writeHead(503, { "Content-Type": "text/plain" });
       res.end("Service Unavailable");
@@ -428,12 +450,11 @@ describe("TwilioSmsProvider against a local fake of the Messages endpoint", () =
     expect(await send()).toStrictEqual(
       failure("transient", "http_503", "Twilio answered HTTP 503", {
         detail: "Twilio answered HTTP 503: Service Unavailable",
-        notTaken: true,
       }),
     );
   });
 
-  it.each([502, 504])("a %i is transient and may have been taken", async (status) => {
+  it.each([502, 503, 504])("a %i is transient and may have been taken", async (status) => {
     twilio.scenario = (_req, res) => sendTwilioError(res, status, 20000 + status, "Gateway");
     const outcome = await send();
     expect(outcome).toMatchObject({ ok: false, error: { class: "transient" } });

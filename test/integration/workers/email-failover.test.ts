@@ -13,7 +13,8 @@ import { dataOf, eventsOf, expectFinishedHistory, type StoredEvent } from "./his
 
 /**
  * EMAIL_PROVIDERS=smtp:main,smtp:relay2 (docs/decisions/0046) through the real worker processor:
- * a server's 4xx refuses the message, so the attempt moves to the next server; a 550 refuses the
+ * a server's 4xx refuses the message, so the attempt moves to the next server, as does a refusal
+ * of our account there (credentials, relaying denied); a 550 refuses the
  * recipient for good on any server, so it never moves; a server gone silent after the message's
  * data may have taken it, so the attempt ends there and the retry goes to the other server.
  */
@@ -85,6 +86,18 @@ async function sendAndFinish(): Promise<StoredEvent[]> {
 }
 
 describe("given two SMTP servers in EMAIL_PROVIDERS", () => {
+  it("the first refusing our credentials (535) moves the attempt to the second: the account, not the recipient, was refused", async () => {
+    // First in the file: the transports pool their connections, and AUTH is only sent on a new one.
+    main.scenario = { auth: () => smtpError(535, "5.7.8 Authentication credentials invalid") };
+    const events = await sendAndFinish();
+    expect(events.find((e) => e.type === "success")?.data).toMatchObject({
+      attempt: 1,
+      provider: "smtp:relay2",
+      failovers: [{ provider: "smtp:main", error: { class: "permanent", code: "smtp_535" } }],
+    });
+    expect(relay2.received).toHaveLength(1);
+  });
+
   it("a 4xx from the first moves the attempt to the second: one e-mail, sent by the second", async () => {
     main.scenario = { rcpt: () => smtpError(451, "4.3.0 Try again later") };
     const events = await sendAndFinish();
@@ -92,6 +105,18 @@ describe("given two SMTP servers in EMAIL_PROVIDERS", () => {
       attempt: 1,
       provider: "smtp:relay2",
       failovers: [{ provider: "smtp:main", error: { class: "transient", code: "smtp_451" } }],
+    });
+    expect(main.received).toHaveLength(0);
+    expect(relay2.received).toHaveLength(1);
+  });
+
+  it("the first denying relaying (5.7.1 to RCPT TO) moves the attempt to the second", async () => {
+    main.scenario = { rcpt: () => smtpError(554, "5.7.1 Relay access denied") };
+    const events = await sendAndFinish();
+    expect(events.find((e) => e.type === "success")?.data).toMatchObject({
+      attempt: 1,
+      provider: "smtp:relay2",
+      failovers: [{ provider: "smtp:main", error: { code: "smtp_554" } }],
     });
     expect(main.received).toHaveLength(0);
     expect(relay2.received).toHaveLength(1);

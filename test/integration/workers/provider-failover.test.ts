@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../../src/api/app.js";
 import type { BreakerState } from "../../../src/channels/providers/breaker.js";
 import { createSmsProvider } from "../../../src/channels/sms/providers/index.js";
 import type { SmsProvider } from "../../../src/channels/sms/providers/provider.js";
+import { TIME_TO_LIVE_MS } from "../../../src/domain/priority.js";
 import { createMetrics } from "../../../src/observability/metrics.js";
 import { loadConfig } from "../../../src/runtime/config.js";
 import { FakeTwilio, type FakeTwilioMode } from "../../support/fake-twilio.js";
@@ -124,6 +126,24 @@ const requestsOf = (id: string): ProviderRequest[] => [
     .map((r) => ({ provider: "twilio:backup", receivedAt: r.receivedAt, answer: r.answer })),
 ];
 
+/** The message's `expires_at`, from its accepted event, in epoch milliseconds. */
+function expiresAtOf(events: readonly StoredEvent[]): number {
+  const accepted = events[0]?.data as { expiresAt?: string } | undefined;
+  return Date.parse(accepted?.expiresAt ?? "");
+}
+
+/**
+ * No provider got a request for the message after its `expires_at`, by the fakes' own clocks.
+ * For the OTPs of these outages (10 minutes to live, in a run of seconds) this cannot fail; the
+ * short-lived messages' test below is the one that can.
+ */
+function expectNoRequestPastExpiry(id: string, events: readonly StoredEvent[]) {
+  const expiresAt = expiresAtOf(events);
+  expect(Number.isFinite(expiresAt)).toBe(true);
+  for (const request of requestsOf(id))
+    expect(request.receivedAt, `${request.provider} got ${id} after it expired`).toBeLessThan(expiresAt);
+}
+
 /**
  * What every message of an outage must end with: success, once, within its time to live, through
  * the provider whose 201 made it, and no attempt that two providers may both have taken.
@@ -133,9 +153,8 @@ async function expectDeliveredOnce(all: Map<string, StoredEvent[]>) {
     await expectFinishedHistory(h.db, id);
     const success = events.find((e) => e.type === "success");
     expect(success, `message ${id} succeeded`).toBeDefined();
-    const accepted = events[0]?.data as { expiresAt?: string } | undefined;
-    const expiresAt = Date.parse(accepted?.expiresAt ?? "");
-    expect(success?.occurredAt.getTime()).toBeLessThan(expiresAt);
+    expect(success?.occurredAt.getTime()).toBeLessThan(expiresAtOf(events));
+    expectNoRequestPastExpiry(id, events);
     const requests = requestsByAttempt(
       events.map((e) => ({ type: e.type, data: e.data, occurredAt: e.occurredAt.getTime() })),
       requestsOf(id),
@@ -197,29 +216,38 @@ async function outage(mode: Exclude<FakeTwilioMode, "ok">) {
 }
 
 describe("given two Twilio accounts in SMS_PROVIDERS and the primary failing mid-run", () => {
-  it("answering 503: each attempt moves on to the backup in the same attempt, and traffic returns", async () => {
+  it("answering 503: a 503 may come after Twilio made the message, so the attempt ends there and the retry goes to the backup", async () => {
     const during = await outage("unavailable");
-    // A 503 proves Twilio made no message: the attempt moved on, and its success says so.
-    let movedOn = 0;
+    let refused = 0;
     for (const [id, events] of during) {
       const success = events.find((e) => e.type === "success");
-      const refusedByPrimary = primary.receivedFor(id).some((r) => r.answer === 503);
-      if (refusedByPrimary) movedOn++;
-      expect(success?.data).toMatchObject(
-        refusedByPrimary
-          ? { attempt: 1, failovers: [{ provider: "twilio:primary", error: { code: "20503" } }] }
-          : { attempt: 1 },
-      );
-      if (!refusedByPrimary) expect(success?.data).not.toHaveProperty("failovers");
+      expect(success?.data).not.toHaveProperty("failovers");
+      const answeredByPrimary = primary.receivedFor(id);
+      expect(answeredByPrimary.length).toBeLessThanOrEqual(1);
+      if (answeredByPrimary.length === 0) {
+        // The breaker was open already: straight to the backup.
+        expect(success?.data).toMatchObject({ attempt: 1 });
+        continue;
+      }
+      refused++;
+      const retry = events.find((e) => e.type === "pending" && dataOf(e).kind === "retry_scheduled");
+      expect(retry?.data).toMatchObject({
+        attempt: 1,
+        provider: "twilio:primary",
+        error: { class: "transient", code: "20503" },
+      });
+      // The retry tries first the provider the attempt did not fail on.
+      expect(success?.data).toMatchObject({ attempt: 2, provider: "twilio:backup" });
     }
     // At least the run that opened the breaker; once open, attempts skip the primary.
-    expect(movedOn).toBeGreaterThanOrEqual(3);
+    expect(refused).toBeGreaterThanOrEqual(3);
+    // No attempt moved on within itself.
     const failovers = (await workerMetrics.scrape())
       .split("\n")
       .find((l) => l.startsWith('notification_provider_failovers_total{channel="sms",from="twilio:primary"'));
-    expect(Number(failovers?.split(" ").at(-1))).toBe(movedOn);
+    expect(failovers).toBeUndefined();
 
-    // The history shows which provider took the attempt and which it left.
+    // The history shows which provider refused the first attempt and which took the second.
     const id = [...during.keys()].find((key) => primary.receivedFor(key).some((r) => r.answer === 503));
     const history = await h.app.request(`/api/v1/messages/${id}/events`, {
       headers: { "x-api-key": org.apiKey },
@@ -227,13 +255,35 @@ describe("given two Twilio accounts in SMS_PROVIDERS and the primary failing mid
     expect(history.status).toBe(200);
     await expectDocumented(history, "get", "/api/v1/messages/{message_id}/events");
     const { events } = (await history.json()) as { events: Array<Record<string, unknown>> };
-    expect(events.find((e) => e.type === "success")).toMatchObject({
-      provider: "twilio:backup",
-      failovers: [{ provider: "twilio:primary", error: { class: "transient", code: "20503" } }],
+    expect(events.find((e) => e.type === "pending" && e.kind === "retry_scheduled")).toMatchObject({
+      provider: "twilio:primary",
+      error: { class: "transient", code: "20503" },
     });
+    expect(events.find((e) => e.type === "success")).toMatchObject({ provider: "twilio:backup" });
 
     await expectTrafficBackOnThePrimary();
   }, 60_000);
+
+  it("answering 503 after making the message: it reaches both providers, in two attempts the history shows", async () => {
+    // Two, below the breaker's run of 3: each attempt goes to the primary first.
+    await primary.behave("made_then_unavailable");
+    const all = await finished(await sendOtps(2)).finally(() => primary.behave("ok"));
+    await expectDeliveredOnce(all);
+    for (const [id, events] of all) {
+      expect(primary.receivedFor(id).map((r) => [r.answer, r.made])).toEqual([[503, true]]);
+      expect(backup.receivedFor(id).map((r) => r.answer)).toEqual([201]);
+      expect(
+        events.find((e) => e.type === "pending" && dataOf(e).kind === "retry_scheduled")?.data,
+      ).toMatchObject({ attempt: 1, provider: "twilio:primary", error: { code: "20503" } });
+      expect(events.find((e) => e.type === "success")?.data).toMatchObject({
+        attempt: 2,
+        provider: "twilio:backup",
+      });
+    }
+    // The primary's run of failures ends with its next answer.
+    const [next = ""] = await sendOtps(1);
+    expect(providerOf((await finished([next])).get(next))).toBe("twilio:primary");
+  }, 30_000);
 
   it("hanging: a time-out may have sent it, so the attempt ends there and the retry goes to the backup", async () => {
     const during = await outage("hang");
@@ -278,6 +328,45 @@ describe("given two Twilio accounts in SMS_PROVIDERS and the primary failing mid
     }
     await expectTrafficBackOnThePrimary();
   }, 60_000);
+
+  it("hanging while a message's time to live runs out: no provider gets it after its expires_at", async () => {
+    // Accepted by an app whose clock runs behind, so that an OTP's 10 minutes end within the test:
+    // one 380 ms after acceptance (before the primary's 400 ms time-out), one 3 s after. This one
+    // can fail: with the domain's two time-to-live guards (on the retry, on the next start) taken
+    // out, the backup gets the first message after its expires_at and the assertion below says so.
+    const behind = (ttlMs: number) => ({
+      ...h,
+      app: createApp({ ...h.deps, now: () => new Date(Date.now() - TIME_TO_LIVE_MS.critical + ttlMs) }),
+    });
+    await primary.behave("hang");
+    const send = async (ttlMs: number, to: string) => {
+      const response = await sendSms(behind(ttlMs), org.apiKey, {
+        payload: { to, body: "Your code is 424242" },
+        notification_type: "OTP",
+      });
+      expect(response.status).toBe(202);
+      return ((await response.json()) as { request_id: string }).request_id;
+    };
+    // Two, below the breaker's run of 3: each goes to the primary first.
+    const [expiring = "", lasting = ""] = await Promise.all([
+      send(380, "+14155559001"),
+      send(3000, "+14155559002"),
+    ]);
+    const all = await finished([expiring, lasting]).finally(() => primary.behave("ok"));
+    for (const [id, events] of all) {
+      await expectFinishedHistory(h.db, id);
+      expectNoRequestPastExpiry(id, events);
+    }
+    // The primary hung past its expiry: the retry would come after it, so it fails, sent nowhere else.
+    expect(primary.receivedFor(expiring).map((r) => r.answer)).toEqual(["hung"]);
+    expect(backup.receivedFor(expiring)).toEqual([]);
+    expect(all.get(expiring)?.at(-1)).toMatchObject({ type: "failed", data: { reason: "ttl_expired" } });
+    // The other one's retry went to the backup in time.
+    expect(providerOf(all.get(lasting))).toBe("twilio:backup");
+    // The primary's run of failures ends with its next answer.
+    const [next = ""] = await sendOtps(1);
+    expect(providerOf((await finished([next])).get(next))).toBe("twilio:primary");
+  }, 30_000);
 
   it("an organization with its own list goes to its first provider, over the same breakers", async () => {
     const own = await finished(await sendOtps(3, ownListOrg.apiKey));

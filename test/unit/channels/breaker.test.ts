@@ -180,6 +180,29 @@ describe("a half-open breaker", () => {
   });
 });
 
+describe("a hook that throws", () => {
+  it("given onChange throwing at half-opening, then the probe is still let through and its answer still counts", () => {
+    let now = 0;
+    const subject = new CircuitBreaker({
+      failures: 1,
+      cooldownMs: 1000,
+      now: () => now,
+      onChange: () => {
+        throw new Error("a metrics hook failed");
+      },
+    });
+    const first = subject.acquire();
+    if (!first) throw new Error("closed breakers let calls through");
+    subject.settle(first, "failure");
+    expect(subject.state).toBe("open");
+    now = 1000;
+    const probe = subject.acquire();
+    expect(probe?.probe).toBe(true);
+    if (probe) subject.settle(probe, "success");
+    expect(subject.state).toBe("closed");
+  });
+});
+
 describe("its options", () => {
   it("refuse a run below 1 and a negative cool-down", () => {
     expect(() => new CircuitBreaker({ failures: 0, cooldownMs: 1, now: () => 0 })).toThrow(RangeError);

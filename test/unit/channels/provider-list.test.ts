@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { BreakerState } from "../../../src/channels/providers/breaker.js";
 import type { Provider, ProviderMessage } from "../../../src/channels/providers/provider.js";
 import { providerList } from "../../../src/channels/providers/provider-list.js";
@@ -10,15 +10,42 @@ import type { DeliveryError, DeliveryOutcome } from "../../../src/domain/deliver
  * breakers, the deadline, the order of a retry and of an organization's own list.
  */
 
-type Answer = "ok" | "503" | "refused" | "timeout" | "reset" | "rejected" | "permanent" | "throws";
+type Answer =
+  | "ok"
+  | "429"
+  | "503"
+  | "refused"
+  | "timeout"
+  | "reset"
+  | "rejected"
+  | "permanent"
+  | "account"
+  | "sender"
+  | "throws";
 
-const errors: Record<Exclude<Answer, "ok" | "throws">, { error: DeliveryError; notTaken?: true }> = {
-  "503": { error: { class: "transient", code: "http_503", message: "HTTP 503" }, notTaken: true },
+const errors: Record<
+  Exclude<Answer, "ok" | "throws">,
+  { error: DeliveryError; notTaken?: true; accountRefusal?: "account" | "sender" }
+> = {
+  "429": { error: { class: "transient", code: "http_429", message: "HTTP 429" }, notTaken: true },
+  // A 503 may come from an edge after the provider made the message: not `notTaken`.
+  "503": { error: { class: "transient", code: "http_503", message: "HTTP 503" } },
   refused: { error: { class: "transient", code: "network_error", message: "refused" }, notTaken: true },
   timeout: { error: { class: "transient", code: "timeout", message: "no answer" } },
   reset: { error: { class: "transient", code: "network_error", message: "reset" } },
   rejected: { error: { class: "rejected", code: "21211", message: "invalid number" } },
-  permanent: { error: { class: "permanent", code: "20003", message: "authentication" } },
+  permanent: { error: { class: "permanent", code: "21617", message: "body too long" } },
+  // The account refused, not the recipient: its credentials, or this message's sender on it.
+  account: {
+    error: { class: "permanent", code: "20003", message: "authentication" },
+    notTaken: true,
+    accountRefusal: "account",
+  },
+  sender: {
+    error: { class: "permanent", code: "21606", message: "From not this account's" },
+    notTaken: true,
+    accountRefusal: "sender",
+  },
 };
 
 /** A provider answering what its script says next (then its `otherwise`), counting its calls. */
@@ -51,7 +78,9 @@ function setUp(
     accounts: [primary, backup],
     order: ["twilio:primary", "twilio:backup"],
     breaker: { failures: options.failures ?? 3, cooldownMs: options.cooldownMs ?? 30_000 },
+    // One clock the test moves, for the deadlines and the cool-downs alike.
     now: () => now,
+    clock: () => now,
     onFailover: (_channel, from, to) => failovers.push([from, to]),
     onBreakerChange: (_channel, provider, from, to) => changes.push([provider, from, to]),
     ...(options.byOrganization && { byOrganization: options.byOrganization }),
@@ -84,7 +113,7 @@ describe("one attempt through a provider list", () => {
     expect(backup.calls).toHaveLength(0);
   });
 
-  it.each(["503", "refused"] as const)(
+  it.each(["429", "refused"] as const)(
     "given the first provider %s (it provably did not take it), then the attempt moves to the second",
     async (answer) => {
       const { list, primary, backup, failovers } = setUp();
@@ -100,7 +129,7 @@ describe("one attempt through a provider list", () => {
     },
   );
 
-  it.each(["timeout", "reset", "throws"] as const)(
+  it.each(["503", "timeout", "reset", "throws"] as const)(
     "given the first provider's %s (it may have taken it), then the attempt ends there: never two providers for one attempt",
     async (answer) => {
       const { list, primary, backup, failovers } = setUp();
@@ -124,9 +153,63 @@ describe("one attempt through a provider list", () => {
     },
   );
 
+  it.each(["account", "sender"] as const)(
+    "given the first account refuses it (%s: not the recipient), then the attempt moves to the second",
+    async (answer) => {
+      const { list, primary, backup, failovers } = setUp();
+      primary.script = [answer];
+      expect(await list.send(message())).toMatchObject({
+        ok: true,
+        provider: "twilio:backup",
+        failovers: [{ provider: "twilio:primary", error: errors[answer].error }],
+      });
+      expect(backup.calls).toHaveLength(1);
+      expect(failovers).toEqual([["twilio:primary", "twilio:backup"]]);
+    },
+  );
+
+  it("given every account refuses it as an account, then the attempt ends permanent, as with one account", async () => {
+    const { list, primary, backup } = setUp();
+    primary.script = ["account"];
+    backup.script = ["sender"];
+    expect(await list.send(message())).toMatchObject({
+      ok: false,
+      provider: "twilio:backup",
+      error: errors.sender.error,
+      failovers: [{ provider: "twilio:primary", error: errors.account.error }],
+    });
+  });
+
+  it("given an account's refusal last while another account failed transiently, then the attempt ends transient: that one may take it later", async () => {
+    const { list, primary, backup } = setUp();
+    primary.script = ["429"];
+    backup.script = ["account"];
+    const outcome = await list.send(message());
+    expect(outcome).toMatchObject({
+      ok: false,
+      provider: "twilio:backup",
+      error: { ...errors.account.error, class: "transient" },
+      failovers: [{ provider: "twilio:primary" }],
+    });
+  });
+
+  it("given an account's refusal while the other account's breaker is open, then the attempt ends transient: its retry may find the other", async () => {
+    const { list, primary, backup } = setUp({ failures: 1 });
+    backup.script = ["timeout"];
+    await list.send(message(), { triedLast: ["twilio:primary"] });
+    expect(list.breakers?.()[1]?.state).toBe("open");
+    primary.script = ["account"];
+    expect(await list.send(message())).toMatchObject({
+      ok: false,
+      provider: "twilio:primary",
+      error: { ...errors.account.error, class: "transient" },
+      failovers: [],
+    });
+  });
+
   it("given both refuse it untaken, then the second's failure ends the attempt, naming the first", async () => {
     const { list, primary, backup } = setUp();
-    primary.script = ["503"];
+    primary.script = ["429"];
     backup.script = ["refused"];
     expect(await list.send(message())).toMatchObject({
       ok: false,
@@ -136,9 +219,9 @@ describe("one attempt through a provider list", () => {
     });
   });
 
-  it("given the message's deadline passed while the first answered 503, then no second provider is called", async () => {
+  it("given the message's deadline passed while the first answered 429, then no second provider is called", async () => {
     const { list, primary, backup, now } = setUp();
-    primary.script = ["503"];
+    primary.script = ["429"];
     const outcome = await list.send(message(), { deadline: now() });
     expect(outcome).toMatchObject({ ok: false, provider: "twilio:primary", failovers: [] });
     expect(backup.calls).toHaveLength(0);
@@ -166,7 +249,7 @@ describe("one attempt through a provider list", () => {
 
   it("given a retry that goes to the second first and finds it untaken, then it may still move on to the first", async () => {
     const { list, primary, backup } = setUp();
-    backup.script = ["503"];
+    backup.script = ["429"];
     const outcome = await list.send(message(2), { triedLast: ["twilio:primary"] });
     expect(outcome).toMatchObject({
       ok: true,
@@ -191,6 +274,16 @@ describe("the breakers of a provider list", () => {
     expect(outcome).toMatchObject({ ok: true, provider: "twilio:backup", failovers: [] });
     expect(primary.calls).toHaveLength(3);
     expect(backup.calls).toHaveLength(1);
+  });
+
+  it("given an account's refusal of itself (credentials), then it counts against its breaker; of this message's sender, it does not", async () => {
+    const { list, primary } = setUp({ failures: 2 });
+    primary.script = ["sender", "sender", "sender"];
+    for (let i = 0; i < 3; i++) await list.send(message());
+    expect(list.breakers?.()[0]?.state).toBe("closed");
+    primary.script = ["account", "account"];
+    for (let i = 0; i < 2; i++) await list.send(message());
+    expect(list.breakers?.()[0]?.state).toBe("open");
   });
 
   it("given a rejected recipient or a permanent error, then the run is broken: the provider answered", async () => {
@@ -223,7 +316,7 @@ describe("the breakers of a provider list", () => {
 
   it("given the probe fails untaken, then the breaker opens again and the attempt moves to the second", async () => {
     const { list, primary, backup, advance } = setUp({ failures: 1, cooldownMs: 1000 });
-    primary.otherwise = "503";
+    primary.otherwise = "429";
     await list.send(message());
     advance(1000);
     expect(await list.send(message())).toMatchObject({ ok: true, provider: "twilio:backup" });
@@ -266,6 +359,110 @@ describe("the breakers of a provider list", () => {
     answer({ ok: true, provider: "twilio:primary", providerMessageId: "x" });
     await probing;
     expect(list.readyInMs?.()).toBe(0);
+  });
+});
+
+describe("a call reserved before the attempt is recorded", () => {
+  it("given a half-open breaker, then one reservation takes its probe, the next finds none, and the attempt goes through on it", async () => {
+    let clock = 0;
+    const primary = new Scripted("twilio:primary");
+    const only = providerList({
+      channel: "sms",
+      accounts: [primary],
+      order: ["twilio:primary"],
+      breaker: { failures: 1, cooldownMs: 1000 },
+      now: () => clock,
+      clock: () => clock,
+    });
+    primary.script = ["timeout"];
+    await only.send(message());
+    clock += 1000;
+    const reservation = only.reserve?.();
+    expect(reservation?.provider).toBe("twilio:primary");
+    expect(only.reserve?.()).toBeUndefined();
+    expect(await only.send(message(), { ...(reservation && { reservation }) })).toMatchObject({
+      ok: true,
+      provider: "twilio:primary",
+    });
+    expect(only.breakers?.()).toEqual([{ provider: "twilio:primary", state: "closed" }]);
+    reservation?.release(); // used already: changes nothing
+    expect(primary.calls).toHaveLength(2);
+  });
+
+  it("given a reservation released unused (the attempt did not start), then the probe is free again", async () => {
+    const { list, primary, advance } = setUp({ failures: 1, cooldownMs: 1000 });
+    primary.script = ["refused"];
+    await list.send(message());
+    advance(1000);
+    const reservation = list.reserve?.();
+    expect(reservation?.provider).toBe("twilio:primary");
+    expect(list.reserve?.(["twilio:backup"])?.provider).toBe("twilio:backup");
+    reservation?.release();
+    expect(list.reserve?.()?.provider).toBe("twilio:primary");
+  });
+
+  it("given the previous attempt failed on the first, then the reservation is the second's", () => {
+    const { list } = setUp();
+    expect(list.reserve?.(["twilio:primary"])?.provider).toBe("twilio:backup");
+  });
+
+  it("given every breaker open, then nothing is reserved", async () => {
+    const { list, primary, backup } = setUp({ failures: 1, cooldownMs: 10_000 });
+    primary.otherwise = "refused";
+    backup.otherwise = "refused";
+    await list.send(message());
+    expect(list.reserve?.()).toBeUndefined();
+  });
+});
+
+describe("the hooks and the clock of a provider list", () => {
+  it("given onFailover throwing, then the attempt still moves on and the next provider's probe is settled, never stuck", async () => {
+    let now = 1_000_000;
+    const primary = new Scripted("twilio:primary");
+    const backup = new Scripted("twilio:backup");
+    const list = providerList({
+      channel: "sms",
+      accounts: [primary, backup],
+      order: ["twilio:primary", "twilio:backup"],
+      breaker: { failures: 1, cooldownMs: 1000 },
+      now: () => now,
+      clock: () => now,
+      onFailover: () => {
+        throw new Error("a metrics hook failed");
+      },
+    });
+    // The backup's breaker opens, then its cool-down ends: its next call is its one probe.
+    backup.script = ["timeout"];
+    await list.send(message(), { triedLast: ["twilio:primary"] });
+    now += 1000;
+    primary.script = ["refused"];
+    expect(await list.send(message())).toMatchObject({ ok: true, provider: "twilio:backup" });
+    expect(list.breakers?.()[1]).toEqual({ provider: "twilio:backup", state: "closed" });
+    expect(list.readyInMs?.()).toBe(0);
+  });
+
+  it("given no clock, then the breakers' cool-downs run on a monotonic clock: a wall clock jumping ahead does not end them", async () => {
+    const wall = vi.spyOn(Date, "now");
+    try {
+      const primary = new Scripted("twilio:primary");
+      const backup = new Scripted("twilio:backup");
+      const list = providerList({
+        channel: "sms",
+        accounts: [primary, backup],
+        order: ["twilio:primary", "twilio:backup"],
+        breaker: { failures: 1, cooldownMs: 60_000 },
+      });
+      primary.script = ["timeout"];
+      await list.send(message());
+      expect(list.breakers?.()[0]?.state).toBe("open");
+      const at = Date.now();
+      wall.mockReturnValue(at + 3_600_000);
+      expect(list.breakers?.()[0]?.state).toBe("open");
+      await list.send(message());
+      expect(primary.calls).toHaveLength(1);
+    } finally {
+      wall.mockRestore();
+    }
   });
 });
 

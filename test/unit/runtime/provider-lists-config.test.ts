@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../../src/runtime/config.js";
-import { twilioAccounts } from "../../../src/runtime/provider-accounts.js";
+import {
+  twilioAccounts,
+  twilioAccountsOf,
+  unlistedTwilioAccountWarning,
+} from "../../../src/runtime/provider-accounts.js";
 
 /** SMS_PROVIDERS, EMAIL_PROVIDERS and the organizations' lists (docs/decisions/0046). */
 
@@ -164,6 +168,20 @@ describe("given organizations' own lists", () => {
     ]);
   });
 
+  it("then a status callback for an organization's message may come only from the Twilio accounts of its own list, or the default's", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      SMS_PROVIDERS: "twilio:primary,simulator,twilio:backup",
+      TWILIO_ACME_ACCOUNT_SID: "AC-acme",
+      TWILIO_ACME_AUTH_TOKEN: "token-acme",
+      SMS_PROVIDERS_BY_ORGANIZATION: `${ORG_A}=twilio:acme,simulator`,
+    });
+    const of = twilioAccountsOf(config);
+    expect(of(ORG_A.toUpperCase())).toEqual(["twilio:acme"]);
+    expect(of(ORG_B)).toEqual(["twilio:primary", "twilio:backup"]);
+  });
+
   it("then an account only they name still needs its settings, named after the variable", () => {
     expect(problems({ ...twoTwilioAccounts, SMS_PROVIDERS_BY_ORGANIZATION: `${ORG_A}=twilio:acme` })).toMatch(
       /TWILIO_ACME_ACCOUNT_SID: required by SMS_PROVIDERS_BY_ORGANIZATION \(twilio:acme\)/,
@@ -259,9 +277,43 @@ describe("today's single provider", () => {
     expect(config.SMS_PROVIDERS).toBeUndefined();
     expect(config).not.toHaveProperty("SMS_PROVIDERS_BY_ORGANIZATION");
     expect(twilioAccounts(config)).toEqual([{ name: "twilio", authToken: "t1" }]);
+    expect(twilioAccountsOf(config)(ORG_A)).toEqual(["twilio"]);
   });
 
   it("the simulator has no Twilio account", () => {
     expect(twilioAccounts(loadConfig({ NODE_ENV: "test" }))).toEqual([]);
+  });
+});
+
+describe("the account `twilio` of the unprefixed settings, renamed or dropped", () => {
+  it("given TWILIO_* set and a list without `twilio`, then start-up warns: its messages' receipts would be refused for 72 hours", () => {
+    const config = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      TWILIO_ACCOUNT_SID: "AC-old",
+      TWILIO_AUTH_TOKEN: "token-old",
+    });
+    expect(unlistedTwilioAccountWarning(config)).toMatch(/`twilio`, is in no SMS provider list.*72 hours/);
+  });
+
+  it("given `twilio` kept in the list, or SMS_PROVIDER=twilio, or no TWILIO_* at all, then no warning", () => {
+    const kept = loadConfig({
+      NODE_ENV: "test",
+      ...twoTwilioAccounts,
+      SMS_PROVIDERS: "twilio:primary,twilio:backup,twilio",
+      TWILIO_ACCOUNT_SID: "AC-old",
+      TWILIO_AUTH_TOKEN: "token-old",
+    });
+    expect(unlistedTwilioAccountWarning(kept)).toBeUndefined();
+    const single = loadConfig({
+      NODE_ENV: "test",
+      SMS_PROVIDER: "twilio",
+      TWILIO_ACCOUNT_SID: "AC1",
+      TWILIO_AUTH_TOKEN: "t1",
+    });
+    expect(unlistedTwilioAccountWarning(single)).toBeUndefined();
+    expect(
+      unlistedTwilioAccountWarning(loadConfig({ NODE_ENV: "test", ...twoTwilioAccounts })),
+    ).toBeUndefined();
   });
 });

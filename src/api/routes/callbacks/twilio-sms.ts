@@ -8,7 +8,7 @@ import {
 } from "../../../channels/sms/receipts/twilio.js";
 import { errorResponse } from "../../../http/errors.js";
 import { recordReceipt } from "../../../messages/receipts.js";
-import { twilioAccounts } from "../../../runtime/provider-accounts.js";
+import { twilioAccounts, twilioAccountsOf } from "../../../runtime/provider-accounts.js";
 import { bodyLimit } from "../../register-routes.js";
 import type { AppDeps, AppEnv } from "../../types.js";
 
@@ -34,6 +34,8 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
   // each callback is verified with the token of the account that took its message (decision 0046).
   const accounts = twilioAccounts(config);
   const accountNames = accounts.map((account) => account.name);
+  // Before the account that took a message is known, only those of its organization's list speak for it.
+  const ofOrganization = twilioAccountsOf(config);
   app.post(`${TWILIO_SMS_CALLBACK_PATH}/:messageId`, bodyLimit(MAX_CALLBACK_BYTES), async (c) => {
     const publicBaseUrl = config.PUBLIC_BASE_URL;
     // Without Twilio or a public address no callback was ever asked for: the route is not there.
@@ -87,10 +89,12 @@ export function twilioSmsCallbacks(deps: AppDeps): Hono<AppEnv> {
           channel: "sms",
           receipt,
           now: deps.now(),
-          accounts: { all: accountNames, authenticated },
+          accounts: { all: accountNames, authenticated, ofOrganization },
         })
       : "unknown_message";
-    // Signed by one of our accounts, but not by the one that took the message.
+    // Signed by one of our accounts, but by none the message's callbacks may come from: as a
+    // forgery. Signed by another account of its organization's list than the one that took it
+    // (`other_account`): a genuine callback of an earlier attempt's copy, answered 200 below.
     if (outcome === "wrong_account") return refuse();
     count(outcome);
     const fields = {

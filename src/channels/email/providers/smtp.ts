@@ -1,7 +1,7 @@
 import type { Address, NodemailerError, SendMailOptions, SMTPSentMessageInfo, Transporter } from "nodemailer";
 import nodemailer from "nodemailer";
-import type { DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
-import { failedOutcome, redactRecipients } from "../../providers/redact.js";
+import type { AccountRefusal, DeliveryError, DeliveryOutcome } from "../../../domain/delivery-outcome.js";
+import { failedOutcome, redactRecipients, type Untaken } from "../../providers/redact.js";
 import { type ReturnPathSettings, returnPath } from "../bounces/verp.js";
 import type { EmailAddress, EmailMessage, EmailProvider } from "./provider.js";
 
@@ -40,7 +40,8 @@ export interface SmtpEmailProviderOptions {
  * Sends over SMTP with nodemailer; one transport (pooled or not) per provider. Every answer is
  * mapped onto a {@link DeliveryOutcome}, by nodemailer's structured fields and never by text:
  * - any SMTP reply code 5xx is `permanent` (503 and 535 included), 4xx and anything else
- *   `transient`; the code is "smtp_<reply code>";
+ *   `transient`; the code is "smtp_<reply code>"; a 5xx that refuses our account (credentials,
+ *   relaying denied) rather than the recipient is marked as such, for a provider list;
  * - with no reply: a connection that fails, drops or stays silent past `timeoutMs` is
  *   `transient` ("network_error", "timeout"), as are TLS and local credential problems and any
  *   error not recognised; an envelope or message nodemailer refuses to send is `permanent`.
@@ -101,11 +102,10 @@ export class SmtpEmailProvider implements EmailProvider {
     } catch (err) {
       const { error, detail } = classify(err, this.timeoutMs);
       const recipients = [...message.to, ...message.cc, ...message.bcc].map((r) => r.email);
-      return this.#failure(
-        error,
-        `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`,
-        neverTaken(err),
-      );
+      return this.#failure(error, `SMTP server ${this.#server}: ${redactRecipients(detail, recipients)}`, {
+        notTaken: neverTaken(err),
+        accountRefusal: accountRefusalOf(err),
+      });
     }
   }
 
@@ -115,8 +115,8 @@ export class SmtpEmailProvider implements EmailProvider {
   }
 
   /** A failure, its message and its detail (for the log) cleaned of the password. */
-  #failure(error: DeliveryError, detail: string, notTaken: boolean): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets, detail, notTaken);
+  #failure(error: DeliveryError, detail: string, untaken: Untaken): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail, untaken);
   }
 }
 
@@ -275,6 +275,36 @@ function neverTaken(err: unknown): boolean {
   if (e.code === "EDNS" || e.code === "ETLS" || e.code === "EREQUIRETLS") return true;
   if (e.code === "ETIMEDOUT") return e.timeoutType !== undefined && SETUP_TIMEOUTS.has(e.timeoutType);
   return typeof e.originalCode === "string" && NO_CONNECTION_CODES.has(e.originalCode);
+}
+
+/**
+ * Whether the server refused our account rather than the message's recipient or content
+ * (docs/decisions/0046), by reply code, command and RFC 3463 enhanced status, never by text:
+ * - `account`: a 5xx answer to AUTH (535 credentials invalid, 534, 538 …) or a 530 (authentication
+ *   required) to any command: every message would be refused alike;
+ * - `sender`: a 5xx whose enhanced status is 5.7.1 (delivery not authorized) to MAIL FROM or to
+ *   every RCPT TO: relaying, or this sender, is denied on this server. The enhanced status does not
+ *   tell a relay denied to our account from a policy refusing this sender, so it is a refusal of
+ *   this message, which the breaker does not count. After DATA, 5.7.1 refuses the content (as
+ *   spam, say): permanent, never moved.
+ * Each comes before the message's data is accepted: nothing was taken.
+ */
+function accountRefusalOf(err: unknown): AccountRefusal | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const e: NodemailerError & { rejectedErrors?: NodemailerError[] } = err;
+  const code = e.responseCode;
+  if (typeof code !== "number" || code < 500 || code > 599) return undefined;
+  if (code === 530 || /^AUTH\b/.test(e.command ?? "")) return "account";
+  if (e.command !== "MAIL FROM" && e.command !== "RCPT TO") return undefined;
+  // Every recipient refused: each refusal must be one of relaying, or one recipient's own refusal
+  // (a 5.1.1 unknown user) would have the next server tried for the others' sake.
+  const replies = e.rejectedErrors?.length ? e.rejectedErrors.map((r) => r.response) : [e.response];
+  return replies.every((reply) => enhancedStatus(reply) === "5.7.1") ? "sender" : undefined;
+}
+
+/** The RFC 3463 enhanced status code a reply starts with ("554 5.7.1 …" → "5.7.1"), if any. */
+function enhancedStatus(reply: string | undefined): string | undefined {
+  return /^\d{3}[ -]([245]\.\d{1,3}\.\d{1,3})(?:\s|$)/.exec(reply?.trim() ?? "")?.[1];
 }
 
 /** The password, and how AUTH PLAIN and AUTH LOGIN put it on the wire. */

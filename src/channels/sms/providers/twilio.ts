@@ -1,6 +1,11 @@
-import type { DeliveryError, DeliveryOutcome, Price } from "../../../domain/delivery-outcome.js";
+import type {
+  AccountRefusal,
+  DeliveryError,
+  DeliveryOutcome,
+  Price,
+} from "../../../domain/delivery-outcome.js";
 import { classifyFetchError, httpStatusError, refusedUntaken } from "../../providers/http.js";
-import { failedOutcome, redactRecipients } from "../../providers/redact.js";
+import { failedOutcome, redactRecipients, type Untaken } from "../../providers/redact.js";
 import { twilioStatusCallbackUrl } from "../receipts/twilio.js";
 import type { SmsMessage, SmsProvider } from "./provider.js";
 
@@ -28,6 +33,12 @@ export interface TwilioSmsProviderOptions {
  */
 const REJECTED_CODES = new Set([21211, 21614, 21610]);
 
+/**
+ * Twilio error codes that refuse this message on this account, not its recipient everywhere
+ * (docs/decisions/0046): 21606 the From is not a message-capable number of this account, 21408 the
+ * account may not send to the To number's region. Another account may well take it.
+ */
+const REFUSED_ON_THIS_ACCOUNT_CODES = new Set([21606, 21408]);
 /**
  * Sends through Twilio's Messages REST API. Every answer is mapped onto a
  * {@link DeliveryOutcome}; see DESIGN.md §6 for the classification.
@@ -59,7 +70,7 @@ export class TwilioSmsProvider implements SmsProvider {
       return await this.#send(message);
     } catch (err) {
       const { error, detail, notTaken } = classifyFetchError(err, "Twilio", this.timeoutMs);
-      return this.#failure(error, detail, notTaken);
+      return this.#failure(error, detail, { notTaken: Boolean(notTaken) });
     }
   }
 
@@ -99,11 +110,13 @@ export class TwilioSmsProvider implements SmsProvider {
     }
     // Twilio's message quotes the request (the "To" number among others): the event has Twilio's
     // error code, the log its text without the number.
-    // A 503 or 429 says Twilio made no message: another account may be tried for this attempt.
+    // A 429 says Twilio made no message: another account may be tried for this attempt. A 503
+    // does not (an edge may answer it after Twilio made the message): the attempt ends there.
+    // Neither does a refusal of the account rather than the recipient, permanent as it is.
     return this.#failure(
       classifyErrorResponse(response, text),
       `Twilio answered HTTP ${response.status}: ${redactRecipients(text, [message.to])}`,
-      refusedUntaken(response.status),
+      { notTaken: refusedUntaken(response.status), accountRefusal: accountRefusalOf(response, text) },
     );
   }
 
@@ -115,8 +128,8 @@ export class TwilioSmsProvider implements SmsProvider {
   }
 
   /** A failure, its message and its detail (for the log) cleaned of the token. */
-  #failure(error: DeliveryError, detail?: string, notTaken?: boolean): DeliveryOutcome {
-    return failedOutcome(this.name, error, this.#secrets, detail, notTaken);
+  #failure(error: DeliveryError, detail?: string, untaken?: Untaken): DeliveryOutcome {
+    return failedOutcome(this.name, error, this.#secrets, detail, untaken);
   }
 }
 
@@ -171,6 +184,17 @@ function twilioError(text: string): TwilioErrorBody {
   if ("code" in body && typeof body.code === "number" && Number.isSafeInteger(body.code))
     result.code = body.code;
   return result;
+}
+
+/**
+ * Whether Twilio refused the account rather than the message's recipient: a 401 or a 403 (20003
+ * authentication failed, 20005 account not active) refuses the account itself; the codes of
+ * {@link REFUSED_ON_THIS_ACCOUNT_CODES} refuse this message on this account.
+ */
+function accountRefusalOf(response: Response, text: string): AccountRefusal | undefined {
+  if (response.status === 401 || response.status === 403) return "account";
+  const { code } = twilioError(text);
+  return code !== undefined && REFUSED_ON_THIS_ACCOUNT_CODES.has(code) ? "sender" : undefined;
 }
 
 function classifyErrorResponse(response: Response, text: string): DeliveryError {
