@@ -1,15 +1,14 @@
 import { DelayedError, type Job } from "bullmq";
 import type { Database } from "../db/client.js";
-import { isConstraintViolation } from "../db/errors.js";
 import type { Prepared } from "../src/channels/channel.js";
 import { RenderAbandonedError, RenderBusyError } from "../src/channels/email/templates/render-error.js";
 import { type Providers, prepareDelivery, providerFor } from "../src/channels/index.js";
-import type { ProviderReservation, SendOptions } from "../src/channels/providers/provider.js";
+import type { ProviderReservation } from "../src/channels/providers/provider.js";
 import { type Command, decide, type Refusal, startsAnAttempt } from "../src/domain/decide.js";
 import type { DeliveryOutcome } from "../src/domain/delivery-outcome.js";
-import { type MessageContent, type MessageEvent, NO_PROVIDER } from "../src/domain/events.js";
+import type { MessageContent } from "../src/domain/events.js";
 import type { RetryPolicy } from "../src/domain/retry-policy.js";
-import { fold, isTerminal, type MessageState } from "../src/domain/state.js";
+import { fold } from "../src/domain/state.js";
 import { suppressionReasonOf } from "../src/domain/suppression.js";
 import type { Metrics } from "../src/observability/metrics.js";
 import type { Logger } from "../src/runtime/logger.js";
@@ -19,6 +18,8 @@ import { ConcurrencyError } from "../src/store/events.js";
 import { suppressRecipients } from "../src/store/suppressions.js";
 import type { DatabaseGate } from "./database-gate.js";
 import type { DeliveryStore } from "./delivery-store.js";
+import { countProviderErrors, logOutcome, sendSafely } from "./provider-call.js";
+import { append, MAX_CONFLICT_RELOADS, recordHeld } from "./record-outcome.js";
 import { type ThroughputLimits, ThroughputWait } from "./throughput-limits.js";
 
 export interface DeliverDeps {
@@ -46,10 +47,6 @@ export interface DeliverDeps {
    */
   throughput?: Pick<ThroughputLimits, "admit">;
 }
-
-const MAX_CONFLICT_RELOADS = 3;
-/** How long an outcome the provider gave is held while the database does not take it. */
-const OUTCOME_HOLD_MS = 5 * 60_000;
 
 /**
  * The BullMQ processor for one message: it loads the message's events, asks the domain what to
@@ -204,7 +201,7 @@ async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<num
   }
 
   const { attempts, message } = state;
-  countProviderErrors(deps, message, outcome);
+  countProviderErrors(deps.metrics, message, outcome);
   logOutcome(logger, messageId, attempts, outcome);
   state = await recordHeld(deps, state, {
     type: "record_outcome",
@@ -263,14 +260,6 @@ function heldForProviders(deps: DeliverDeps, message: MessageContent, now: Date,
   return now.getTime() + wait;
 }
 
-/** Counts each provider's failure of the attempt: the providers it left first, and its last one. */
-function countProviderErrors(deps: DeliverDeps, message: MessageContent, outcome: DeliveryOutcome): void {
-  for (const { provider, error } of outcome.failovers ?? [])
-    deps.metrics?.providerError(message.channel, provider, error.class);
-  if (!outcome.ok && outcome.provider !== NO_PROVIDER)
-    deps.metrics?.providerError(message.channel, outcome.provider, outcome.error.class);
-}
-
 /** A message whose content was erased before its delivery has nothing left to send. */
 const CONTENT_ERASED: Prepared = {
   ready: false,
@@ -293,151 +282,5 @@ function afterRefusal(refusal: Refusal, messageId: string): number | undefined {
       const never: never = refusal;
       throw new Error(`unknown refusal ${JSON.stringify(never)}`);
     }
-  }
-}
-
-/**
- * Records a provider's outcome. The message has been sent: a thrown error would have BullMQ run
- * the job again, find the attempt interrupted and send it a second time. So on any database
- * error the outcome is held (up to {@link OUTCOME_HOLD_MS} in all, or until shutdown) and
- * retried, once the database answers again if it is unavailable, after a back-off otherwise.
- * Thrown at once: a ConcurrencyError (another writer appended first: the processor reloads the
- * message; this is also how a first try that did commit after all shows up), except when the
- * writer appended only delivery receipts (docs/decisions/0038): the outcome is then recorded on
- * top of them and a constraint
- * violation (the same append would break the same rule). Without a gate, every error is thrown.
- */
-async function recordHeld(deps: DeliverDeps, from: MessageState, command: Command): Promise<MessageState> {
-  let state = from;
-  let decision = decide(state, command);
-  if (!("events" in decision)) {
-    throw new Error(`cannot record ${command.type}: ${JSON.stringify(decision)}`);
-  }
-  const gate = deps.database;
-  const holdUntil = performance.now() + OUTCOME_HOLD_MS;
-  let receiptsMet = 0;
-  for (let held = false; ; held = true) {
-    try {
-      return await append(deps, state, decision.events);
-    } catch (caught) {
-      let error = caught;
-      if (error instanceof ConcurrencyError && receiptsMet < MAX_CONFLICT_RELOADS) {
-        // A provider's receipt may be appended while the outcome waits (it can come before our
-        // `success`). With only receipts in between, the attempt is still in flight and the
-        // outcome is decided again on top of them; otherwise (a first try that did commit, or
-        // another writer) the processor reloads as before, and the ConcurrencyError is thrown.
-        let reloaded: MessageState | undefined;
-        try {
-          reloaded = (await deps.store.load(messageIdOf(from))).state;
-        } catch (loadError) {
-          // The reload failed (the database): the outcome is held and tried again, as when its
-          // append fails, never handed back (the attempt would be taken as interrupted and sent again).
-          error = loadError;
-        }
-        const again = reloaded && onlyReceiptsSince(from, reloaded) ? decide(reloaded, command) : undefined;
-        if (reloaded && again && "events" in again) {
-          receiptsMet++;
-          state = reloaded;
-          decision = again;
-          continue;
-        }
-      }
-      if (!gate || error instanceof ConcurrencyError || isConstraintViolation(error)) throw error;
-      if (!held && state.status !== "initial") {
-        deps.logger.warn(
-          { err: error, messageId: state.message.id },
-          "database error: holding a delivery outcome until it can be recorded",
-        );
-      }
-      const left = holdUntil - performance.now();
-      const retry =
-        left > 0 &&
-        (gate.reportFailure(error)
-          ? await gate.waitUntilAvailable(left)
-          : await gate.backOff(Math.min(gate.retryDelayMs, left)));
-      if (!retry) throw error;
-    }
-  }
-}
-
-function messageIdOf(state: MessageState): string {
-  if (state.status === "initial") throw new Error("unreachable: an outcome for a message never accepted");
-  return state.message.id;
-}
-
-/**
- * Whether `now` is `before` with only receipts appended: the same status, attempt and retry
- * count, and a receipt's fold keeps everything but the version and the delivery.
- */
-function onlyReceiptsSince(before: MessageState, now: MessageState): boolean {
-  if (before.status !== "pending" || now.status !== "pending") return false;
-  return (
-    now.version > before.version &&
-    now.attemptInFlight === before.attemptInFlight &&
-    now.attempts === before.attempts &&
-    now.retryCount === before.retryCount &&
-    now.updatedAt === before.updatedAt
-  );
-}
-
-async function append(deps: DeliverDeps, state: MessageState, events: MessageEvent[]): Promise<MessageState> {
-  // One statement, atomic on its own, shared (one commit) with the appends of other jobs.
-  const next = await deps.store.append(state, events);
-  if (isTerminal(next.status)) deps.metrics?.messageFinished(next);
-  return next;
-}
-
-/**
- * What the provider said goes to the log, never to an event (tenants read those): a failure at
- * info (warn when permanent: a configuration to fix), with its class and code and the provider's
- * own words (its reply, which address failed), already cleaned of secrets by the provider; a
- * success's detail (the push service's Location) at debug.
- */
-function logOutcome(logger: Logger, messageId: string, attempt: number, outcome: DeliveryOutcome): void {
-  for (const failover of outcome.failovers ?? []) {
-    const { provider, error, detail } = failover;
-    const fields = { messageId, attempt, provider, class: error.class, code: error.code, detail };
-    // A permanent error moved on is an account's refusal (credentials, a sender not its own): a
-    // configuration to fix, as a single provider's permanent failure is.
-    if (error.class === "permanent")
-      logger.warn(fields, "provider account refused the message: attempt moved to the next provider");
-    else logger.info(fields, "provider did not take the message: attempt moved to the next provider");
-  }
-  if (outcome.ok) {
-    if (outcome.detail)
-      logger.debug({ messageId, attempt, provider: outcome.provider, detail: outcome.detail }, "delivered");
-    return;
-  }
-  const { error } = outcome;
-  const fields = {
-    messageId,
-    attempt,
-    provider: outcome.provider,
-    class: error.class,
-    code: error.code,
-    detail: outcome.detail,
-  };
-  if (error.class === "permanent") logger.warn(fields, "delivery attempt failed");
-  else logger.info(fields, "delivery attempt failed");
-}
-
-/**
- * A provider must not throw; if one does anyway, that is a transient failure, not a crash. The
- * exception's text is the detail, for the log.
- */
-async function sendSafely(
-  prepared: Extract<Prepared, { ready: true }>,
-  attempt: number,
-  options: SendOptions,
-): Promise<DeliveryOutcome> {
-  try {
-    return await prepared.send(attempt, options);
-  } catch (error) {
-    return {
-      ok: false,
-      provider: prepared.provider,
-      error: { class: "transient", code: "provider_exception", message: "The provider failed unexpectedly" },
-      detail: error instanceof Error ? error.message : String(error),
-    };
   }
 }
