@@ -6,11 +6,12 @@ import { BENCH_SENDER, type Stack } from "./stack.js";
 /**
  * Scenario `noisy-neighbour` (issue 19): organization A posts 50,000 `medium` SMS at once
  * (batches of 500, 8 at a time); from its first batch on, organization B posts 500 `medium` SMS
- * at 50/s. The worker runs throughout. Three runs on stacks of their own, one after the other:
- * with fairness (the default `QUEUE_WAITING_LIMIT`), without (`QUEUE_WAITING_LIMIT=0`: today's
- * figure, A's backlog all in Redis in front of B), and A alone with fairness (its drain time
- * without B, against which B's presence may cost at most 10 %). B's accept → success comes from
- * the events' own times; A's drain is its first accepted event to its last final one.
+ * at 50/s. The worker runs throughout. Runs on stacks of their own, one after the other: A alone
+ * and A with B, with fairness (the default `QUEUE_WAITING_LIMIT`), twice, interleaved (on this
+ * shared machine one run's drain time varies by a third: the ratio is of the two pairs' sums),
+ * and once without fairness (`QUEUE_WAITING_LIMIT=0`: today's figure, A's backlog all in Redis in
+ * front of B) between them. B's accept → success is the worse of the fair runs'; A's drain is its
+ * first accepted message to its last final one.
  */
 export interface NoisyNeighbourRun {
   waitingLimit: string;
@@ -23,10 +24,14 @@ export interface NoisyNeighbourRun {
 }
 
 export interface NoisyNeighbourResult {
+  /** The fair run with B whose B fared worse. */
   fair: NoisyNeighbourRun;
   unfair: NoisyNeighbourRun;
+  /** The first run of A alone (fair). */
   aloneFair: NoisyNeighbourRun;
-  /** A's drain with B ÷ A's drain alone, both with fairness (the target: at most 1.10). */
+  /** A's drain alone and with B, both fair, in the order they ran. */
+  pairs: Array<{ aloneS: number; withBS: number }>;
+  /** A's drains with B ÷ A's drains alone, both fair, summed over the pairs (the target: at most 1.10). */
   drainRatio: number;
 }
 
@@ -36,14 +41,24 @@ const B_RATE_PER_S = 50;
 
 export async function noisyNeighbourScenario(settings: Settings): Promise<NoisyNeighbourResult> {
   const messages = settings.floodMessages;
-  const fair = await run(settings, "nnf", undefined, messages, true);
+  const alone1 = await run(settings, "nna1", undefined, messages, false);
+  const fair1 = await run(settings, "nnf1", undefined, messages, true);
   const unfair = await run(settings, "nnu", "0", messages, true);
-  const aloneFair = await run(settings, "nna", undefined, messages, false);
+  const fair2 = await run(settings, "nnf2", undefined, messages, true);
+  const alone2 = await run(settings, "nna2", undefined, messages, false);
+  const pairs = [
+    { aloneS: alone1.a.drainS, withBS: fair1.a.drainS },
+    { aloneS: alone2.a.drainS, withBS: fair2.a.drainS },
+  ];
+  const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
+  const worse =
+    (fair1.b?.acceptToSuccessMs.p99 ?? 0) >= (fair2.b?.acceptToSuccessMs.p99 ?? 0) ? fair1 : fair2;
   return {
-    fair,
+    fair: worse,
     unfair,
-    aloneFair,
-    drainRatio: Math.round((fair.a.drainS / aloneFair.a.drainS) * 100) / 100,
+    aloneFair: alone1,
+    pairs,
+    drainRatio: Math.round((sum(pairs.map((p) => p.withBS)) / sum(pairs.map((p) => p.aloneS))) * 100) / 100,
   };
 }
 
