@@ -181,9 +181,11 @@ async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<num
   try {
     // The attempt starts now unless a throughput limit holds it back (a ThroughputWait): before its
     // `pending` is appended, so a wait counts no attempt and spends no retry (the reservation of a
-    // provider list's first call is given back below).
+    // provider list's first call is given back below). With a list, the account limited is the
+    // one reserved: the account the attempt goes to first.
     if (prepared?.ready && deps.throughput && startsAnAttempt(decision.events)) {
-      await deps.throughput.admit(state.message, prepared.provider, { turn: job.throughput, now: start.now });
+      const account = reservation?.provider ?? prepared.provider;
+      await deps.throughput.admit(state.message, account, { turn: job.throughput, now: start.now });
     }
     state = await append(deps, state, decision.events);
     // The domain starts an attempt only with the message prepared; otherwise the message ended.

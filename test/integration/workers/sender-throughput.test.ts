@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SmsMessage, SmsProvider } from "../../../src/channels/sms/providers/provider.js";
 import { createMetrics } from "../../../src/observability/metrics.js";
+import { busiestWindow } from "../../support/busiest-window.js";
 import { createHarness, eventually, type Harness, onboard } from "../../support/harness.js";
 
 /**
@@ -54,18 +55,6 @@ const sms = (sender: string, i: number, extra: Record<string, unknown> = {}) => 
   payload: { to: `+1415555${String(1000 + (i % 9000)).padStart(4, "0")}`, body: `note ${i}`, sender },
   ...extra,
 });
-
-/** The most sends in any window of `windowMs` that starts at a send. */
-function busiestWindow(times: readonly number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  let end = 0;
-  for (let start = 0; start < sorted.length; start++) {
-    while (end < sorted.length && (sorted[end] as number) < (sorted[start] as number) + windowMs) end++;
-    most = Math.max(most, end - start);
-  }
-  return most;
-}
 
 /** Each message's status, retry count, event types and attempts started, straight from Postgres. */
 async function outcomes(organizationId: string) {
