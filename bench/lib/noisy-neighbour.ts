@@ -93,7 +93,7 @@ async function run(
     if (!(await waitUntilFinished(stack.sql, 300_000, { pollMs: 500 })))
       throw new Error(`${label}: messages still unfinished 300 s after the last request`);
     return {
-      waitingLimit: waitingLimit ?? "default",
+      waitingLimit: env.QUEUE_WAITING_LIMIT ?? "default",
       a: await drainOf(stack.sql, a.id, since),
       ...(withB ? { b: await latencyOf(stack.sql, b.id, since) } : {}),
     };

@@ -214,7 +214,7 @@ export const configSchema = z.object({
    * other's. Critical messages are never held back. 0: no limit (rows leave in id order, as fast
    * as Redis takes them). Raise it with many workers (each takes `WORKER_CONCURRENCY` at once).
    */
-  QUEUE_WAITING_LIMIT: int(0, 1_000_000).default(1000),
+  QUEUE_WAITING_LIMIT: int(0, 1_000_000).default(500),
   /** The shards this worker takes jobs from (0-based, comma-separated); unset: all of them. */
   QUEUE_SHARDS_CONSUMED: optionalString.pipe(
     z
