@@ -25,6 +25,11 @@ export function isUniqueViolation(error: unknown): boolean {
   return postgresError(error)?.code === UNIQUE_VIOLATION;
 }
 
+/** 42P01: the statement names a table that does not exist (a day partition not made, or dropped). */
+export function isUndefinedTable(error: unknown): boolean {
+  return postgresError(error)?.code === "42P01";
+}
+
 /** SQLSTATE class 23, integrity constraint violation (unique, foreign key, check, not null…): the same statement fails again. */
 export function isConstraintViolation(error: unknown): boolean {
   const code = postgresError(error)?.code;

@@ -1,5 +1,5 @@
 import type { SqlClient } from "../db/client.js";
-import { isDatabaseUnavailable } from "../db/errors.js";
+import { isDatabaseUnavailable, isUndefinedTable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
 import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
@@ -9,6 +9,7 @@ import type { ContentVault, Opener } from "../src/store/content.js";
 import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
+import { eventsPartitionOf } from "./message-partitions.js";
 
 /** A message as the delivery worker loads it. */
 export interface DeliveryLoad {
@@ -54,7 +55,8 @@ export function createDeliveryStore(
   logger?: Pick<Logger, "warn">,
 ): DeliveryStore {
   const options = { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT };
-  const load = microBatch((ids: string[]) => loadMany(sql, content, ids, logger), {
+  const rowsOf = rowsFromPartitions(sql);
+  const load = microBatch((ids: string[]) => loadMany(rowsOf, sql, content, ids, logger), {
     ...options,
     retryOneByOne: () => false,
   });
@@ -71,25 +73,67 @@ export function createDeliveryStore(
 }
 
 /**
- * The events of the messages `$1`, each with its organization's active flag (without the blind
- * indexes: a delivery's appends never write the record's content columns), and on each
- * `accepted` event whether one of its recipients' blind indexes is on the organization's
- * suppression list for its channel (an index probe on the list's unique key). The batch's check of
- * the list is this same statement, no round trip of its own; only a batch with a suppressed
- * message reads the entries ({@link SUPPRESSION_ENTRIES}). An `exists` rather than the entries
- * themselves: Postgres plans this statement again at every load (its array parameter), and an
- * aggregate of the entries there cost about 70 µs of planning per statement, `exists` about 35
- * (bench/micro/suppression-check.ts).
+ * The events of the messages `$1` (without the blind indexes: a delivery's appends never write the
+ * record's content columns), and on each `accepted` event, the first of its message, whether the
+ * organization is active and whether one of its recipients' blind indexes is on the
+ * organization's suppression list for its channel (an index probe on the list's unique key). The
+ * batch's check of the list is this same statement, no round trip of its own; only a batch with a
+ * suppressed message reads the entries ({@link SUPPRESSION_ENTRIES}). Postgres plans this
+ * statement at every load (its array parameter), so its shape is chosen for planning: an `exists`
+ * rather than the entries themselves (an aggregate cost about 70 µs of planning, `exists` about
+ * 35: bench/micro/suppression-check.ts), and the organization a subquery rather than a join
+ * (planning the join cost about 60 µs a load more: bench/micro/load-statement.ts).
  */
-export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES}, o.active as organization_active,
+export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES},
+    case when e.seq = 1 then (select o.active from organizations o where o.id = e.organization_id)
+    end as organization_active,
     case when e.seq = 1 and e.recipient_keys is not null then exists (
       select from suppressions s
       where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
         and s.recipient_key = any(e.recipient_keys))
     end as suppressed
-  from message_events e left join organizations o on o.id = e.organization_id
+  from message_events e
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
+
+/** How long a day partition found missing is not asked for again (the parent is read meanwhile). */
+const MISSING_PARTITION_MS = 60_000;
+
+/**
+ * The rows of {@link LOAD_FOR_DELIVERY} for `ids`, read from their day's partition itself when
+ * they are all of one UTC day (nearly always) and it exists. The statement on the parent is
+ * planned at every execution with its array of ids pruning the day partitions, a hundred of them
+ * with a 90-day retention; on the partition there is nothing to prune. It stays an array, planned
+ * at every execution too: a plan Postgres would keep (`= $1` gets a generic one) is made while the
+ * day's partition is still empty, a scan of the table and of the organization's whole suppression
+ * list, and kept as the table grows. Ids of several days, of a day without its partition (still
+ * in the default one, or past retention) or of no day read the parent as before.
+ */
+export function rowsFromPartitions(sql: SqlClient): (ids: string[]) => Promise<LoadRow[]> {
+  const statements = new Map<string, string>();
+  const missingUntil = new Map<string, number>();
+  const statementOn = (table: string): string => {
+    let text = statements.get(table);
+    if (text === undefined) {
+      text = LOAD_FOR_DELIVERY.replace("from message_events e", `from ${table} e`);
+      statements.set(table, text);
+    }
+    return text;
+  };
+  return async (ids) => {
+    const table = eventsPartitionOf(ids[0] as string);
+    const oneDay = table !== undefined && ids.every((id) => eventsPartitionOf(id) === table);
+    if (oneDay && (missingUntil.get(table) ?? 0) < Date.now()) {
+      try {
+        return await runStatement<LoadRow[]>(sql, statementOn(table), [ids]);
+      } catch (error) {
+        if (!isUndefinedTable(error)) throw error;
+        missingUntil.set(table, Date.now() + MISSING_PARTITION_MS);
+      }
+    }
+    return runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [ids]);
+  };
+}
 
 /** The suppression entries of the messages `$1` (their `accepted` events' recipients), oldest first. */
 const SUPPRESSION_ENTRIES = `select e.message_id, s.recipient_key, s.reason,
@@ -107,7 +151,7 @@ interface SuppressedColumn {
   recipients: number;
 }
 
-type LoadRow = EventRow & { organization_active: boolean | null; suppressed: boolean | null };
+export type LoadRow = EventRow & { organization_active: boolean | null; suppressed: boolean | null };
 
 /** The entries of the messages the load flagged, by message. */
 async function suppressionEntries(
@@ -138,6 +182,7 @@ async function suppressionEntries(
 }
 
 async function loadMany(
+  rowsOf: (ids: string[]) => Promise<LoadRow[]>,
   sql: SqlClient,
   content: ContentVault,
   messageIds: string[],
@@ -145,13 +190,14 @@ async function loadMany(
 ): Promise<DeliveryLoad[]> {
   // The ids as one array parameter: joined to a JSON set instead, this scanned the whole
   // message_events table for every batch (see src/store/records.ts).
-  const rows = await runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [messageIds]);
+  const rows = await rowsOf(messageIds);
   // The provider needs the content: the keys of the sealed ones are loaded once for the batch.
   const opener = await openerOrNone(content, rows);
   const byMessage = new Map<string, { rows: LoadRow[]; active: boolean }>();
   for (const row of rows) {
     let entry = byMessage.get(row.message_id);
     if (!entry) {
+      // The first row of a message is its event 1 (rows come in seq order), which carries the flag.
       entry = { rows: [], active: row.organization_active === true };
       byMessage.set(row.message_id, entry);
     }

@@ -19,7 +19,7 @@ const MESSAGES = 20_000;
 const BATCH = Number(process.argv[4] ?? 100);
 
 const WITHOUT = LOAD_FOR_DELIVERY.replace(
-  /case when e\.seq = 1[\s\S]*?end as suppressed/,
+  /case when e\.seq = 1 and e\.recipient_keys[\s\S]*?end as suppressed/,
   "null::boolean as suppressed",
 );
 if (WITHOUT === LOAD_FOR_DELIVERY) throw new Error("the load statement's suppression column was not found");

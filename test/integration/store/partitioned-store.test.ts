@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dropDatabase, ensureDatabase } from "../../../db/migrate.js";
 import { LOAD_EVENTS } from "../../../src/store/events.js";
 import { FIND_RECORDS } from "../../../src/store/records.js";
-import { LOAD_FOR_DELIVERY } from "../../../workers/delivery-store.js";
+import { LOAD_FOR_DELIVERY, rowsFromPartitions } from "../../../workers/delivery-store.js";
+import { eventsPartitionOf } from "../../../workers/message-partitions.js";
 import { migrateBefore, migrateWith } from "../../support/migrations.js";
 import { uuidv7At } from "../../support/uuidv7-sql.js";
 
@@ -275,5 +276,69 @@ describe("a lookup by id", () => {
     const { plan, partitions } = await executedPlan(LOAD_EVENTS, "uuid", `'${ids.today}'`);
     expect(partitions).toEqual([`message_events_p${dayOf(now)}`]);
     expect(plan).toContain(`message_events_p${dayOf(now)}_pkey`);
+  });
+});
+
+describe("the worker's load", () => {
+  /** The load's rows for `messageIds` through one connection, and the statements it prepared. */
+  async function loaded(messageIds: string[]) {
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const rows = await rowsFromPartitions(sql)(messageIds);
+      const prepared = await sql<Array<{ statement: string }>>`select statement from pg_prepared_statements`;
+      // (postgres.js prepares its own statements too: only the load's are kept.)
+      const statements = prepared
+        .map((row) => row.statement)
+        .filter((text) => text.includes("organization_active"));
+      return { rows, statements };
+    } finally {
+      await sql.end();
+    }
+  }
+  /** The same ids through the statement on the parent. */
+  const fromParent = (messageIds: string[]) =>
+    admin.unsafe<Array<{ message_id: string; seq: number }>>(LOAD_FOR_DELIVERY, [messageIds]);
+  const keys = (rows: ReadonlyArray<{ message_id: string; seq: number }>) =>
+    rows.map((row) => `${row.message_id}/${row.seq}`);
+
+  it("names each id's day partition from its first 48 bits, and none for bits of no plausible day", () => {
+    expect(eventsPartitionOf(uuidv7({ msecs: Date.UTC(2026, 10, 28, 23, 59, 59, 999) }))).toBe(
+      "message_events_p20261128",
+    );
+    expect(eventsPartitionOf(uuidv7({ msecs: Date.UTC(2026, 10, 29) }))).toBe("message_events_p20261129");
+    expect(eventsPartitionOf("00000000-0000-4000-8000-000000000000")).toBeUndefined();
+    expect(eventsPartitionOf("ffffffff-ffff-4fff-bfff-ffffffffffff")).toBeUndefined();
+  });
+
+  it("reads one id of a day from that day's partition by name, still as an array (planned each time, never a plan kept from when the table was empty)", async () => {
+    const { rows, statements } = await loaded([ids.today]);
+    expect(keys(rows)).toEqual(keys(await fromParent([ids.today])));
+    expect(rows).toHaveLength(3);
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).toContain(`from message_events_p${dayOf(now)} e`);
+    expect(statements[0]).toContain("e.message_id = any($1::uuid[])");
+  });
+
+  it("reads several ids of one day from that day's partition", async () => {
+    const [other] = await admin<Array<{ id: string }>>`
+      select message_id as id from message_events
+      where message_id > ${ids.today} and message_partition_day(message_id) = message_partition_day(${ids.today}::uuid)
+      limit 1`;
+    const both = [ids.today, other?.id as string];
+    const { rows, statements } = await loaded(both);
+    expect(keys(rows)).toEqual(keys(await fromParent(both)));
+    expect(rows).toHaveLength(6);
+    expect(statements[0]).toContain(`from message_events_p${dayOf(now)} e`);
+    expect(statements[0]).toContain("= any($1::uuid[])");
+  });
+
+  it("reads the parent for ids of several days, of a day without its partition, of the history partition, or of no day: the same rows", async () => {
+    for (const messageIds of [[ids.today, ids.threeDaysAgo], [ids.ahead], [ids.longAgo], [ids.notV7]]) {
+      const { rows, statements } = await loaded(messageIds);
+      expect(keys(rows)).toEqual(keys(await fromParent(messageIds)));
+      expect(rows).toHaveLength(3 * messageIds.length);
+      expect(statements).toHaveLength(1);
+      expect(statements[0]).toContain("from message_events e");
+    }
   });
 });
