@@ -104,6 +104,18 @@ export class FakeTwilio {
   get baseUrl(): string {
     return `http://127.0.0.1:${this.#port}`;
   }
+  /**
+   * The configuration of a named account of a provider list (`TWILIO_<NAME>_ACCOUNT_SID`,
+   * `_AUTH_TOKEN`, `_BASE_URL`: docs/decisions/0046) that sends to this fake.
+   */
+  accountEnv(name: string): Record<string, string> {
+    const prefix = `TWILIO_${name.toUpperCase()}_`;
+    return {
+      [`${prefix}ACCOUNT_SID`]: this.accountSid,
+      [`${prefix}AUTH_TOKEN`]: this.authToken,
+      [`${prefix}BASE_URL`]: this.baseUrl,
+    };
+  }
 
   get mode(): FakeTwilioMode {
     return this.#mode;

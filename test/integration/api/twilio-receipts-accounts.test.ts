@@ -30,12 +30,8 @@ beforeAll(async () => {
   backup = await FakeTwilio.start(PUBLIC_BASE_URL, BACKUP);
   const env = {
     SMS_PROVIDERS: "twilio:primary,twilio:backup",
-    TWILIO_PRIMARY_ACCOUNT_SID: PRIMARY.accountSid,
-    TWILIO_PRIMARY_AUTH_TOKEN: PRIMARY.authToken,
-    TWILIO_PRIMARY_BASE_URL: primary.baseUrl,
-    TWILIO_BACKUP_ACCOUNT_SID: BACKUP.accountSid,
-    TWILIO_BACKUP_AUTH_TOKEN: BACKUP.authToken,
-    TWILIO_BACKUP_BASE_URL: backup.baseUrl,
+    ...primary.accountEnv("primary"),
+    ...backup.accountEnv("backup"),
     // The primary's 503s must not open its breaker here: every message tries it first.
     PROVIDER_BREAKER_FAILURES: "1000",
     PUBLIC_BASE_URL,

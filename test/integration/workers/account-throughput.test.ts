@@ -27,12 +27,8 @@ let primaryOnly: Awaited<ReturnType<typeof onboard>>;
 function env(): Record<string, string> {
   return {
     SMS_PROVIDERS: "twilio:primary,twilio:backup",
-    TWILIO_PRIMARY_ACCOUNT_SID: PRIMARY.accountSid,
-    TWILIO_PRIMARY_AUTH_TOKEN: PRIMARY.authToken,
-    TWILIO_PRIMARY_BASE_URL: primary.baseUrl,
-    TWILIO_BACKUP_ACCOUNT_SID: BACKUP.accountSid,
-    TWILIO_BACKUP_AUTH_TOKEN: BACKUP.authToken,
-    TWILIO_BACKUP_BASE_URL: backup.baseUrl,
+    ...primary.accountEnv("primary"),
+    ...backup.accountEnv("backup"),
     SMS_PROVIDER_RATE: String(RATE),
     PUBLIC_BASE_URL,
   };
@@ -87,10 +83,11 @@ describe(`SMS_PROVIDER_RATE=${RATE} with two organizations' lists that both star
     expect(new Set(primary.received.map((r) => r.messageId))).toEqual(new Set(ids));
     expect(primary.received).toHaveLength(2 * EACH);
     expect(backup.received).toHaveLength(0);
-    // One limit of 20 a second over both lists: 2 s' worth in any 2 s, and a few for the network's jitter;
-    // a limit per list would have let through twice that.
+    // One limit of 20 a second over both lists: 2 s' worth in any 2 s (42 with the limiter's
+    // tolerance), and room for the jitter of a busy machine between the grant and the request's
+    // arrival; a limit per list let through twice that (82 measured).
     const busiest = busiestWindow(times, 2000);
-    expect(busiest).toBeLessThanOrEqual(2 * RATE + 4);
+    expect(busiest).toBeLessThanOrEqual(2 * RATE + 12);
     const spanSeconds = (Math.max(...times) - Math.min(...times)) / 1000;
     expect(spanSeconds).toBeGreaterThan((2 * EACH - 2) / RATE - 0.5);
     console.info(

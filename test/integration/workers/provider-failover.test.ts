@@ -42,13 +42,9 @@ const breakerChanges: Array<{ provider: string; to: BreakerState }> = [];
 function env(): Record<string, string> {
   return {
     SMS_PROVIDERS: "twilio:primary,twilio:backup",
-    TWILIO_PRIMARY_ACCOUNT_SID: PRIMARY.accountSid,
-    TWILIO_PRIMARY_AUTH_TOKEN: PRIMARY.authToken,
-    TWILIO_PRIMARY_BASE_URL: primary.baseUrl,
+    ...primary.accountEnv("primary"),
     TWILIO_PRIMARY_TIMEOUT_MS: "400",
-    TWILIO_BACKUP_ACCOUNT_SID: BACKUP.accountSid,
-    TWILIO_BACKUP_AUTH_TOKEN: BACKUP.authToken,
-    TWILIO_BACKUP_BASE_URL: backup.baseUrl,
+    ...backup.accountEnv("backup"),
     TWILIO_BACKUP_TIMEOUT_MS: "400",
     PROVIDER_BREAKER_FAILURES: "3",
     PROVIDER_BREAKER_COOLDOWN_MS: String(COOLDOWN_MS),

@@ -8,6 +8,7 @@ import {
   type LineMode,
   type ThroughputLimiter,
 } from "../../../workers/throughput-limiter.js";
+import { busiestWindow } from "../../support/busiest-window.js";
 import { silentLogger } from "../../support/harness.js";
 import { RedisClusterUnderTest } from "../../support/redis-topologies.js";
 
@@ -55,17 +56,6 @@ async function drain(
     }),
   );
   return { grants: grants.sort((a, b) => a - b), refused };
-}
-
-/** The most grants in any window of `windowMs` starting at a grant. */
-function busiestWindow(grants: readonly number[], windowMs: number): number {
-  let most = 0;
-  let end = 0;
-  for (let start = 0; start < grants.length; start++) {
-    while (end < grants.length && (grants[end] as number) < (grants[start] as number) + windowMs) end++;
-    most = Math.max(most, end - start);
-  }
-  return most;
 }
 
 describe("the throughput limiter's precision", () => {
