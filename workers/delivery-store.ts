@@ -76,59 +76,117 @@ export function createDeliveryStore(
  * The events of the messages `$1` (without the blind indexes: a delivery's appends never write the
  * record's content columns), and on each `accepted` event, the first of its message, whether the
  * organization is active and whether one of its recipients' blind indexes is on the
- * organization's suppression list for its channel (an index probe on the list's unique key). The
- * batch's check of the list is this same statement, no round trip of its own; only a batch with a
- * suppressed message reads the entries ({@link SUPPRESSION_ENTRIES}). Postgres plans this
- * statement at every load (its array parameter), so its shape is chosen for planning: an `exists`
- * rather than the entries themselves (an aggregate cost about 70 µs of planning, `exists` about
- * 35: bench/micro/suppression-check.ts), and the organization a subquery rather than a join
- * (planning the join cost about 60 µs a load more: bench/micro/load-statement.ts).
+ * organization's suppression list for its channel. The batch's check of the list is this same
+ * statement, no round trip of its own; only a batch with a suppressed message reads the entries
+ * ({@link SUPPRESSION_ENTRIES}). The first recipient (an SMS's or a push's only one) is one probe
+ * of the list's unique key, each of its three columns equal. Asked as `= any(recipient_keys)`
+ * alone, Postgres, counting ten elements in an array it cannot see, read the organization's whole
+ * list for the channel instead and filtered it (334 entries a message with the benchmark's
+ * 100,000 over 100 organizations: 1.45 ms a load of 30 against 0.37 ms, `bench/micro/load-statement.ts`).
+ * An e-mail's other recipients are looked for that way still: where the organization's list is
+ * long, the planner probes for each. (`offset 0` keeps the first `exists` a probe per message:
+ * with an equality to join on, Postgres may instead hash the whole list once per load, which a
+ * plan made while the list was short and kept as it grew did at every load. The second has no
+ * equality to hash on.) The organization is a subquery rather than a join (planning
+ * the join cost about 60 µs a load more), the check an `exists` rather than the entries
+ * themselves (an aggregate cost about 70 µs of planning, `exists` about 35:
+ * bench/micro/suppression-check.ts).
  */
 export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES},
     case when e.seq = 1 then (select o.active from organizations o where o.id = e.organization_id)
     end as organization_active,
     case when e.seq = 1 and e.recipient_keys is not null then exists (
-      select from suppressions s
-      where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
-        and s.recipient_key = any(e.recipient_keys))
+        select from suppressions s
+        where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+          and s.recipient_key = e.recipient_keys[1]
+        offset 0)
+      or cardinality(e.recipient_keys) > 1 and exists (
+        select from suppressions s
+        where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
+          and s.recipient_key = any(e.recipient_keys[2:]))
     end as suppressed
   from message_events e
   where e.message_id = any($1::uuid[])
   order by e.message_id, e.seq`;
 
-/** How long a day partition found missing is not asked for again (the parent is read meanwhile). */
-const MISSING_PARTITION_MS = 60_000;
+/**
+ * The day partition a load may read `id`'s events from by name: a UUIDv7's. Another version's
+ * bits name a random day, whose table seldom exists (its rows are found through the parent).
+ */
+function dayTableOf(id: string): string | undefined {
+  return id[14] === "7" ? eventsPartitionOf(id) : undefined;
+}
 
 /**
- * The rows of {@link LOAD_FOR_DELIVERY} for `ids`, read from their day's partition itself when
- * they are all of one UTC day (nearly always) and it exists. The statement on the parent is
- * planned at every execution with its array of ids pruning the day partitions, a hundred of them
- * with a 90-day retention; on the partition there is nothing to prune. It stays an array, planned
- * at every execution too: a plan Postgres would keep (`= $1` gets a generic one) is made while the
- * day's partition is still empty, a scan of the table and of the organization's whole suppression
- * list, and kept as the table grows. Ids of several days, of a day without its partition (still
- * in the default one, or past retention) or of no day read the parent as before.
+ * Rows a day partition's statistics must count before a load reads it by name. The statement on
+ * the partition is prepared per connection, and Postgres may keep one plan for it, made from the
+ * table's statistics of that moment (it did, for loads of one id and of a hundred in turn: a plan
+ * for an array of unknown length costs about what their average did). Made while the day's table
+ * was empty, that plan was a sequential scan, kept as the table grew
+ * (`test/integration/store/load-plans.test.ts`). From this size on, the plan is the primary key's
+ * and stays right as the table grows. Until autovacuum's ANALYZE has counted as much (the first
+ * minutes of a day, or a quiet day), the load reads the parent, planned at every execution from
+ * the partitions' actual sizes.
  */
-export function rowsFromPartitions(sql: SqlClient): (ids: string[]) => Promise<LoadRow[]> {
-  const statements = new Map<string, string>();
-  const missingUntil = new Map<string, number>();
-  const statementOn = (table: string): string => {
-    let text = statements.get(table);
-    if (text === undefined) {
-      text = LOAD_FOR_DELIVERY.replace("from message_events e", `from ${table} e`);
-      statements.set(table, text);
+const READY_PARTITION_ROWS = 1_000;
+
+/** How long a day partition found not ready is not asked about again. */
+export const PARTITION_READY_RECHECK_MS = 5_000;
+
+/** The rows the statistics count in a table (-1: never analysed), none for a table that does not exist. */
+const PARTITION_ROWS = "select reltuples::float8 as rows from pg_class where oid = to_regclass($1)";
+
+/**
+ * The rows of {@link LOAD_FOR_DELIVERY} for `ids`, read from their day's table by name when they
+ * are all of one UTC day (nearly always) and the table is ready ({@link READY_PARTITION_ROWS}).
+ * The statement on the parent is planned at every execution, its array of ids pruning the day
+ * partitions while planning, a hundred of them with a 90-day retention; on the partition there is
+ * nothing to prune. Ids of several days, of a day whose table is not ready (still young, or not
+ * made: the ids are in the default partition, or past retention), of no day or of another UUID
+ * version read the parent.
+ */
+export function rowsFromPartitions(
+  sql: SqlClient,
+  now: () => number = Date.now,
+): (ids: string[]) => Promise<LoadRow[]> {
+  /** Each day table asked about: its statement once ready (for good), or not ready until a time. */
+  const tables = new Map<string, { statement?: string; askAfter: number }>();
+  const asking = new Map<string, Promise<string | undefined>>();
+  const ask = async (table: string): Promise<string | undefined> => {
+    const [row] = await runStatement<Array<{ rows: number }>>(sql, PARTITION_ROWS, [table]);
+    const statement =
+      row !== undefined && row.rows >= READY_PARTITION_ROWS
+        ? LOAD_FOR_DELIVERY.replace("from message_events e", `from ${table} e`)
+        : undefined;
+    if (tables.size >= 1_000) tables.clear();
+    tables.set(table, {
+      statement,
+      askAfter: statement ? Number.POSITIVE_INFINITY : now() + PARTITION_READY_RECHECK_MS,
+    });
+    return statement;
+  };
+  /** The statement on `table` if it is ready. */
+  const statementOn = (table: string): string | undefined | Promise<string | undefined> => {
+    const known = tables.get(table);
+    if (known && known.askAfter > now()) return known.statement;
+    let answer = asking.get(table);
+    if (!answer) {
+      answer = ask(table).finally(() => asking.delete(table));
+      asking.set(table, answer);
     }
-    return text;
+    return answer;
   };
   return async (ids) => {
-    const table = eventsPartitionOf(ids[0] as string);
-    const oneDay = table !== undefined && ids.every((id) => eventsPartitionOf(id) === table);
-    if (oneDay && (missingUntil.get(table) ?? 0) < Date.now()) {
+    const table = dayTableOf(ids[0] as string);
+    const oneDay = table !== undefined && ids.every((id) => dayTableOf(id) === table);
+    const statement = oneDay ? await statementOn(table) : undefined;
+    if (statement !== undefined) {
       try {
-        return await runStatement<LoadRow[]>(sql, statementOn(table), [ids]);
+        return await runStatement<LoadRow[]>(sql, statement, [ids]);
       } catch (error) {
+        // Dropped since (retention): asked about again at the next load.
         if (!isUndefinedTable(error)) throw error;
-        missingUntil.set(table, Date.now() + MISSING_PARTITION_MS);
+        tables.delete(table as string);
       }
     }
     return runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [ids]);

@@ -9,7 +9,8 @@ import type postgres from "postgres";
  */
 
 const EARLIEST_DAY_MS = Date.UTC(2000, 0, 1);
-const LATEST_DAY_MS = Date.UTC(9999, 11, 31);
+/** The last millisecond of 9999-12-31. */
+const LATEST_DAY_MS = Date.UTC(10000, 0, 1) - 1;
 
 /**
  * The day partition of `message_events` that holds the events of message `id` if it exists: the

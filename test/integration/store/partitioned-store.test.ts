@@ -5,7 +5,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dropDatabase, ensureDatabase } from "../../../db/migrate.js";
 import { LOAD_EVENTS } from "../../../src/store/events.js";
 import { FIND_RECORDS } from "../../../src/store/records.js";
-import { LOAD_FOR_DELIVERY, rowsFromPartitions } from "../../../workers/delivery-store.js";
+import {
+  LOAD_FOR_DELIVERY,
+  type LoadRow,
+  PARTITION_READY_RECHECK_MS,
+  rowsFromPartitions,
+} from "../../../workers/delivery-store.js";
 import { eventsPartitionOf } from "../../../workers/message-partitions.js";
 import { migrateBefore, migrateWith } from "../../support/migrations.js";
 import { uuidv7At } from "../../support/uuidv7-sql.js";
@@ -280,37 +285,80 @@ describe("a lookup by id", () => {
 });
 
 describe("the worker's load", () => {
-  /** The load's rows for `messageIds` through one connection, and the statements it prepared. */
-  async function loaded(messageIds: string[]) {
-    const sql = postgres(url, { max: 1, onnotice: () => {} });
+  // Today's table counted by ANALYZE (3,000 filler messages): ready to be read by name.
+  beforeAll(async () => {
+    await admin`analyze message_events`;
+  });
+
+  /** The load's statements sent to Postgres (postgres.js's own lookups left out). */
+  const loadStatements = (sent: string[]) => sent.filter((text) => text.includes("organization_active"));
+
+  /**
+   * Loads through one connection, one after another, with the load's clock at the times given
+   * (ms from now); their rows, the load statements each sent (a failed one too), and how Postgres
+   * planned the prepared ones.
+   */
+  async function loads(batches: Array<{ ids: string[]; at?: number }>) {
+    const sent: string[] = [];
+    const sql = postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      debug: (_connection, query) => sent.push(query),
+    });
     try {
-      const rows = await rowsFromPartitions(sql)(messageIds);
-      const prepared = await sql<Array<{ statement: string }>>`select statement from pg_prepared_statements`;
-      // (postgres.js prepares its own statements too: only the load's are kept.)
-      const statements = prepared
-        .map((row) => row.statement)
-        .filter((text) => text.includes("organization_active"));
-      return { rows, statements };
+      let clock = now;
+      const load = rowsFromPartitions(sql, () => clock);
+      const results: Array<{ rows: LoadRow[]; statements: string[]; questions: number }> = [];
+      for (const batch of batches) {
+        clock = now + (batch.at ?? 0);
+        const before = sent.length;
+        const rows = await load(batch.ids);
+        const batchSent = sent.slice(before);
+        results.push({
+          rows,
+          statements: loadStatements(batchSent),
+          questions: batchSent.filter((text) => text.includes("reltuples")).length,
+        });
+      }
+      const plans = await sql<Array<{ statement: string; generic_plans: number; custom_plans: number }>>`
+        select statement, generic_plans::int, custom_plans::int from pg_prepared_statements`;
+      return { results, plans: plans.filter((plan) => plan.statement.includes("organization_active")) };
     } finally {
       await sql.end();
     }
   }
+  const loaded = async (messageIds: string[]) => {
+    const { results } = await loads([{ ids: messageIds }]);
+    return results[0] as { rows: LoadRow[]; statements: string[] };
+  };
   /** The same ids through the statement on the parent. */
   const fromParent = (messageIds: string[]) =>
     admin.unsafe<Array<{ message_id: string; seq: number }>>(LOAD_FOR_DELIVERY, [messageIds]);
   const keys = (rows: ReadonlyArray<{ message_id: string; seq: number }>) =>
     rows.map((row) => `${row.message_id}/${row.seq}`);
+  /** Ids of today's filler messages. */
+  const todays = async (count: number) =>
+    (
+      await admin<Array<{ id: string }>>`
+        select message_id as id from message_events
+        where message_id > ${ids.today} and message_partition_day(message_id) = message_partition_day(${ids.today}::uuid)
+          and seq = 1
+        order by message_id limit ${count}`
+    ).map((row) => row.id);
 
   it("names each id's day partition from its first 48 bits, and none for bits of no plausible day", () => {
     expect(eventsPartitionOf(uuidv7({ msecs: Date.UTC(2026, 10, 28, 23, 59, 59, 999) }))).toBe(
       "message_events_p20261128",
     );
     expect(eventsPartitionOf(uuidv7({ msecs: Date.UTC(2026, 10, 29) }))).toBe("message_events_p20261129");
+    expect(eventsPartitionOf(uuidv7({ msecs: Date.UTC(9999, 11, 31, 23, 59, 59, 999) }))).toBe(
+      "message_events_p99991231",
+    );
     expect(eventsPartitionOf("00000000-0000-4000-8000-000000000000")).toBeUndefined();
     expect(eventsPartitionOf("ffffffff-ffff-4fff-bfff-ffffffffffff")).toBeUndefined();
   });
 
-  it("reads one id of a day from that day's partition by name, still as an array (planned each time, never a plan kept from when the table was empty)", async () => {
+  it("reads one id of a day from that day's partition by name, still as an array", async () => {
     const { rows, statements } = await loaded([ids.today]);
     expect(keys(rows)).toEqual(keys(await fromParent([ids.today])));
     expect(rows).toHaveLength(3);
@@ -320,11 +368,7 @@ describe("the worker's load", () => {
   });
 
   it("reads several ids of one day from that day's partition", async () => {
-    const [other] = await admin<Array<{ id: string }>>`
-      select message_id as id from message_events
-      where message_id > ${ids.today} and message_partition_day(message_id) = message_partition_day(${ids.today}::uuid)
-      limit 1`;
-    const both = [ids.today, other?.id as string];
+    const both = [ids.today, ...(await todays(1))];
     const { rows, statements } = await loaded(both);
     expect(keys(rows)).toEqual(keys(await fromParent(both)));
     expect(rows).toHaveLength(6);
@@ -332,13 +376,39 @@ describe("the worker's load", () => {
     expect(statements[0]).toContain("= any($1::uuid[])");
   });
 
-  it("reads the parent for ids of several days, of a day without its partition, of the history partition, or of no day: the same rows", async () => {
-    for (const messageIds of [[ids.today, ids.threeDaysAgo], [ids.ahead], [ids.longAgo], [ids.notV7]]) {
-      const { rows, statements } = await loaded(messageIds);
-      expect(keys(rows)).toEqual(keys(await fromParent(messageIds)));
-      expect(rows).toHaveLength(3 * messageIds.length);
-      expect(statements).toHaveLength(1);
-      expect(statements[0]).toContain("from message_events e");
+  it("reads the parent for ids of several days, of a day without its partition, of the history partition, of no day or of another UUID version: the same rows", async () => {
+    // A UUIDv4 whose random bits name today (its table exists): still read through the parent.
+    const v4OfToday = `${ids.today.slice(0, 14)}4${ids.today.slice(15)}`;
+    await admin`insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+      values (${v4OfToday}, ${organizationId}, 1, 'accepted', 0, '{}', now())`;
+    for (const [messageIds, events] of [
+      [[ids.today, ids.threeDaysAgo], 6],
+      [[ids.ahead], 3],
+      [[ids.longAgo], 3],
+      [[ids.notV7], 3],
+      [["00000000-0000-4000-8000-000000000000"], 0],
+      [[v4OfToday], 1],
+    ] as const) {
+      const { rows, statements } = await loaded([...messageIds]);
+      expect(keys(rows)).toEqual(keys(await fromParent([...messageIds])));
+      expect(rows).toHaveLength(events);
+      expect(statements).toEqual([expect.stringContaining("from message_events e")]);
     }
+  });
+
+  it("asks again whether a day's table is ready only 5 s after it was not (missing, or too young)", async () => {
+    const { results } = await loads([
+      { ids: [ids.ahead] },
+      { ids: [ids.ahead], at: PARTITION_READY_RECHECK_MS - 1 },
+      { ids: [ids.ahead], at: PARTITION_READY_RECHECK_MS + 1 },
+      { ids: [ids.today] },
+      { ids: [ids.today], at: 3_600_000 },
+    ]);
+    expect(results.map((result) => result.questions)).toEqual([1, 0, 1, 1, 0]);
+    for (const result of results.slice(0, 3)) {
+      expect(keys(result.rows)).toEqual(keys(await fromParent([ids.ahead])));
+      expect(result.statements).toEqual([expect.stringContaining("from message_events e")]);
+    }
+    expect(results[4]?.statements).toEqual([expect.stringContaining(`from message_events_p${dayOf(now)} e`)]);
   });
 });

@@ -1,0 +1,177 @@
+import { randomUUID } from "node:crypto";
+import postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  LOAD_FOR_DELIVERY,
+  PARTITION_READY_RECHECK_MS,
+  rowsFromPartitions,
+} from "../../../workers/delivery-store.js";
+import { eventsPartitionOf } from "../../../workers/message-partitions.js";
+import { createOwnDatabase } from "../../support/own-database.js";
+import { uuidv7At } from "../../support/uuidv7-sql.js";
+
+/**
+ * Postgres may keep one plan for the worker's load of a day's table (workers/delivery-store.ts,
+ * decision 0042): its choice, per connection, after a few executions. That plan must read indexes
+ * whatever the tables held when it was made: made on an empty table, a sequential scan looks
+ * cheapest, and kept while the table grew it would read every row at every load. The loads here
+ * run on connections that keep the first plan they make (`plan_cache_mode=force_generic_plan`),
+ * the worst of what Postgres may choose. In a database of this file's own, whose tables have
+ * never been analysed.
+ */
+
+const organizationId = randomUUID();
+const ENTRIES = 20_000;
+
+let dropOwnDatabase: () => Promise<void> = async () => {};
+let admin: postgres.Sql;
+let url = "";
+
+beforeAll(async () => {
+  const own = await createOwnDatabase("load_plans");
+  dropOwnDatabase = own.drop;
+  url = own.url;
+  admin = postgres(url, { max: 1, onnotice: () => {} });
+  await admin`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Plan', true)`;
+});
+
+afterAll(async () => {
+  await admin?.end();
+  await dropOwnDatabase();
+});
+
+/** A connection that keeps the first plan of each statement, telling `sent` of each statement. */
+const loadConnection = (sent: string[] = []) =>
+  postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connection: { plan_cache_mode: "force_generic_plan" },
+    debug: (_connection, query) => sent.push(query),
+  });
+
+/**
+ * The scans of `table` that `run` makes, all in one transaction of `sql`'s one connection. (The
+ * view counts what the connection has not yet reported, which a transaction never does midway:
+ * earlier statements' scans may be in it too, hence the difference.)
+ */
+async function scansDuring(sql: postgres.Sql, table: string, run: (tx: postgres.Sql) => Promise<void>) {
+  const counts = async (tx: postgres.Sql) => {
+    const [row] = await tx<Array<{ seq_scan: number; idx_scan: number }>>`
+      select coalesce(seq_scan, 0)::int as seq_scan, coalesce(idx_scan, 0)::int as idx_scan
+      from pg_stat_xact_user_tables where relname = ${table}`;
+    return row ?? { seq_scan: 0, idx_scan: 0 };
+  };
+  return sql.begin(async (transaction) => {
+    const tx = transaction as unknown as postgres.Sql;
+    const before = await counts(tx);
+    await run(tx);
+    const after = await counts(tx);
+    return { seq_scan: after.seq_scan - before.seq_scan, idx_scan: after.idx_scan - before.idx_scan };
+  });
+}
+
+/** A coming day's partition, made ahead by the worker and still empty, as at midnight. */
+function comingDay(daysAhead: number) {
+  const day = Date.now() + daysAhead * 86_400_000;
+  const table = eventsPartitionOf(uuidv7({ msecs: day })) as string;
+  /** `count` accepted SMS of the day, each with a recipient's blind index. */
+  const addEvents = (count: number) =>
+    admin.unsafe(
+      `insert into message_events
+         (message_id, organization_id, seq, type, retry_count, data, occurred_at, recipient_keys)
+       select ${uuidv7At(`to_timestamp(${day / 1000}) + g * interval '1 ms'`)}, $1, 1, 'accepted', 0,
+         '{"channel":"sms"}', now(), array['recipient-' || g]
+       from generate_series(1, ${count}) g`,
+      [organizationId],
+    );
+  const someIds = async (count: number) =>
+    (
+      await admin<
+        Array<{ id: string }>
+      >`select message_id as id from ${admin(table)} order by random() limit ${count}`
+    ).map((row) => row.id);
+  return { day, table, addEvents, someIds };
+}
+
+/** Loads of one id, then of ten, through `sql`'s one connection, as `load` makes them. */
+async function loadsOn(
+  { someIds }: ReturnType<typeof comingDay>,
+  tx: postgres.Sql,
+  load: (tx: postgres.Sql) => (ids: string[]) => Promise<unknown[]>,
+) {
+  const ids = await someIds(30);
+  const inTransaction = load(tx);
+  for (const id of ids.slice(0, 20)) expect(await inTransaction([id])).toHaveLength(1);
+  expect(await inTransaction(ids.slice(20))).toHaveLength(10);
+}
+
+describe("the load of a day's table", () => {
+  it("would, read by name while the table is empty, keep a plan that scans the whole table at every load", async () => {
+    // Why the load waits for the statistics: the statement on the partition, first run while it is empty.
+    const coming = comingDay(2);
+    const statement = LOAD_FOR_DELIVERY.replace("from message_events e", `from ${coming.table} e`);
+    const sql = loadConnection();
+    try {
+      expect(await sql.unsafe(statement, [[uuidv7({ msecs: coming.day })]], { prepare: true })).toEqual([]);
+      await coming.addEvents(ENTRIES);
+      const scans = await scansDuring(sql, coming.table, (tx) =>
+        loadsOn(coming, tx, (tx) => (ids) => tx.unsafe(statement, [ids], { prepare: true }) as never),
+      );
+      expect(scans.seq_scan).toBe(21);
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it("reads a young day through the parent, and the day's table by name once its statistics count enough rows: with the primary key's plan as it grows, and the suppression list's unique index made while the list was empty", async () => {
+    const coming = comingDay(1);
+    const { day, table } = coming;
+    const sent: string[] = [];
+    const loads = loadConnection(sent);
+    const reads = () =>
+      sent
+        .splice(0)
+        .filter((text) => text.includes("organization_active"))
+        .map((text) => /from (\S+) e\b/.exec(text)?.[1]);
+    try {
+      let clock = Date.now();
+      const load = rowsFromPartitions(loads, () => clock);
+      // Empty, then young and never analysed: the parent.
+      expect(await load([uuidv7({ msecs: day })])).toEqual([]);
+      await coming.addEvents(1_000);
+      const [young] = await coming.someIds(1);
+      expect(await load([young as string])).toHaveLength(1);
+      expect(reads()).toEqual(["message_events", "message_events"]);
+      // Analysed with 1,000 rows (autovacuum's ANALYZE would come at 50 and at every tenth more):
+      // by name from the next question about it on, 5 s later. Its plan is made now, with the
+      // suppression list still empty.
+      await admin.unsafe(`analyze ${table}`);
+      expect(await load([young as string])).toHaveLength(1);
+      clock += PARTITION_READY_RECHECK_MS + 1;
+      expect(await load([young as string])).toHaveLength(1);
+      expect(reads()).toEqual(["message_events", table]);
+      // The table and the suppression list grow, no ANALYZE: the plan made before is kept.
+      await coming.addEvents(ENTRIES);
+      await admin`insert into suppressions (organization_id, channel, recipient_key, reason)
+        select ${organizationId}, 'sms', 'other-' || g, 'manual' from generate_series(1, ${ENTRIES}) g`;
+      const onTable = await scansDuring(loads, table, (tx) =>
+        loadsOn(coming, tx, (tx) => rowsFromPartitions(tx, () => clock)),
+      );
+      expect(onTable.seq_scan).toBe(0);
+      expect(onTable.idx_scan).toBeGreaterThanOrEqual(21);
+      const onList = await scansDuring(loads, "suppressions", (tx) =>
+        loadsOn(coming, tx, (tx) => rowsFromPartitions(tx, () => clock)),
+      );
+      expect(onList.seq_scan).toBe(0);
+      expect(onList.idx_scan).toBeGreaterThanOrEqual(30);
+      const [plan] = await loads<Array<{ generic_plans: number; custom_plans: number }>>`
+        select generic_plans::int, custom_plans::int from pg_prepared_statements
+        where statement like ${`%from ${table} e%`}`;
+      expect(plan).toEqual({ generic_plans: expect.any(Number), custom_plans: 0 });
+      expect(plan?.generic_plans).toBeGreaterThanOrEqual(40);
+    } finally {
+      await loads.end();
+    }
+  });
+});
