@@ -78,16 +78,16 @@ export function createDeliveryStore(
  * organization is active and whether one of its recipients' blind indexes is on the
  * organization's suppression list for its channel. The batch's check of the list is this same
  * statement, no round trip of its own; only a batch with a suppressed message reads the entries
- * ({@link SUPPRESSION_ENTRIES}). The first recipient (an SMS's or a push's only one) is one probe
- * of the list's unique key, each of its three columns equal. Asked as `= any(recipient_keys)`
- * alone, Postgres, counting ten elements in an array it cannot see, read the organization's whole
- * list for the channel instead and filtered it (334 entries a message with the benchmark's
- * 100,000 over 100 organizations: 1.45 ms a load of 30 against 0.37 ms, `bench/micro/load-statement.ts`).
- * An e-mail's other recipients are looked for that way still: where the organization's list is
+ * ({@link SUPPRESSION_ENTRIES}). The first recipient (most messages' only one) is one probe of
+ * the list's unique key, each of its three columns equal. Asked as `= any(recipient_keys)` alone,
+ * Postgres, counting ten elements in an array it cannot see, read the organization's whole list
+ * for the channel instead and filtered it (334 entries a message with the benchmark's 100,000 over
+ * 100 organizations; a load of 30: 1,690 µs against 621 µs, `bench/micro/load-statement.ts`). A
+ * message's other recipients are looked for that way still: where the organization's list is
  * long, the planner probes for each. (`offset 0` keeps the first `exists` a probe per message:
- * with an equality to join on, Postgres may instead hash the whole list once per load, which a
- * plan made while the list was short and kept as it grew did at every load. The second has no
- * equality to hash on.) The organization is a subquery rather than a join (planning
+ * when every condition on the outer row is a plain equality, Postgres may instead hash the whole
+ * `suppressions` table once per load, which a plan made while the table was small and kept as it
+ * grew did at every load. The second's `= any` cannot be hashed.) The organization is a subquery rather than a join (planning
  * the join cost about 60 µs a load more), the check an `exists` rather than the entries
  * themselves (an aggregate cost about 70 µs of planning, `exists` about 35:
  * bench/micro/suppression-check.ts).

@@ -354,7 +354,7 @@ export async function measureEndToEnd(
   await waitUntilFinished(stack.sql, 60_000);
   // A day's events as a running service has them: counted by ANALYZE (autovacuum's, minutes into
   // the day), so the worker's load reads the day's table by name once it asks again whether it
-  // is ready (workers/delivery-store.ts). A build from before that check waits for nothing.
+  // is ready (workers/delivery-store.ts). A build from before that check gains nothing from the wait.
   await stack.sql`analyze message_events`;
   await new Promise((resolve) => setTimeout(resolve, PARTITION_READY_RECHECK_MS + 500));
 

@@ -1,7 +1,8 @@
 /**
  * What the worker's load statement costs Postgres by where it reads (workers/delivery-store.ts):
  * on the parent `message_events` (planned at every execution, its id array pruning the day
- * partitions), or on the ids' day partition by name, planned at every execution, or once
+ * partitions), or on the ids' day partition by name, planned as Postgres chooses (for these
+ * repeated loads of one size, at every execution: a custom plan), or once
  * (`plan_cache_mode =
  * force_generic_plan`, as Postgres may choose to); each with the suppression check, without it (the
  * column replaced by a null), and on the partition with the check's earlier form (every recipient
