@@ -87,10 +87,10 @@ export function createDeliveryStore(
  * long, the planner probes for each. (`offset 0` keeps the first `exists` a probe per message:
  * when every condition on the outer row is a plain equality, Postgres may instead hash the whole
  * `suppressions` table once per load, which a plan made while the table was small and kept as it
- * grew did at every load. The second's `= any` cannot be hashed.) The organization is a subquery rather than a join (planning
- * the join cost about 60 µs a load more), the check an `exists` rather than the entries
- * themselves (an aggregate cost about 70 µs of planning, `exists` about 35:
- * bench/micro/suppression-check.ts).
+ * grew did at every load. The second's `= any` cannot be hashed.) The organization is a subquery
+ * rather than a join (planning the join cost about 60 µs a load more), the check an `exists`
+ * rather than the entries themselves (an aggregate cost about 70 µs of planning, `exists` about
+ * 35: bench/micro/suppression-check.ts).
  */
 export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES},
     case when e.seq = 1 then (select o.active from organizations o where o.id = e.organization_id)

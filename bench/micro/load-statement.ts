@@ -2,8 +2,7 @@
  * What the worker's load statement costs Postgres by where it reads (workers/delivery-store.ts):
  * on the parent `message_events` (planned at every execution, its id array pruning the day
  * partitions), or on the ids' day partition by name, planned as Postgres chooses (for these
- * repeated loads of one size, at every execution: a custom plan), or once
- * (`plan_cache_mode =
+ * repeated loads of one size, at every execution: a custom plan), or once (`plan_cache_mode =
  * force_generic_plan`, as Postgres may choose to); each with the suppression check, without it (the
  * column replaced by a null), and on the partition with the check's earlier form (every recipient
  * as `= any(recipient_keys)`), against 100,000 suppression entries spread as the benchmark's are
@@ -24,15 +23,17 @@ const MESSAGES = 2000;
 const ENTRIES = 100_000;
 const ORGANIZATIONS = 100;
 
+/** The load statement's suppression column. */
+const CHECK_COLUMN = /case when e\.seq = 1 and e\.recipient_keys[\s\S]*?end as suppressed/;
 const WITHOUT_CHECK = LOAD_FOR_DELIVERY.replace(
-  /case when e\.seq = 1 and e\.recipient_keys[\s\S]*?end as suppressed/,
+  CHECK_COLUMN,
   "null::boolean as suppressed",
 );
 if (WITHOUT_CHECK === LOAD_FOR_DELIVERY)
   throw new Error("the load statement's suppression column was not found");
 /** The check as it was before 2026-11-28 (afternoon): every recipient through `= any(…)`. */
 const CHECK_AS_ANY = LOAD_FOR_DELIVERY.replace(
-  /case when e\.seq = 1 and e\.recipient_keys[\s\S]*?end as suppressed/,
+  CHECK_COLUMN,
   `case when e.seq = 1 and e.recipient_keys is not null then exists (
       select from suppressions s
       where s.organization_id = e.organization_id and s.channel = e.data->>'channel'
