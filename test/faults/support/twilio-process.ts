@@ -97,8 +97,10 @@ export class TwilioProcess {
   requests(): LoggedRequest[] {
     const file = this.#env.LOG_FILE ?? "";
     if (!existsSync(file)) return [];
+    // The child may be writing a line as it is read: only whole lines (ended by a newline) count.
     const lines = readFileSync(file, "utf8")
       .split("\n")
+      .slice(0, -1)
       .filter(Boolean)
       .map((line) => JSON.parse(line) as LogLine);
     const answered = new Map<string, number>();
