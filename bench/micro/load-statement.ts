@@ -25,10 +25,7 @@ const ORGANIZATIONS = 100;
 
 /** The load statement's suppression column. */
 const CHECK_COLUMN = /case when e\.seq = 1 and e\.recipient_keys[\s\S]*?end as suppressed/;
-const WITHOUT_CHECK = LOAD_FOR_DELIVERY.replace(
-  CHECK_COLUMN,
-  "null::boolean as suppressed",
-);
+const WITHOUT_CHECK = LOAD_FOR_DELIVERY.replace(CHECK_COLUMN, "null::boolean as suppressed");
 if (WITHOUT_CHECK === LOAD_FOR_DELIVERY)
   throw new Error("the load statement's suppression column was not found");
 /** The check as it was before 2026-11-28 (afternoon): every recipient through `= any(…)`. */
