@@ -59,17 +59,24 @@ const loadConnection = (sent: string[] = []) =>
  */
 async function scansDuring(sql: postgres.Sql, table: string, run: (tx: postgres.Sql) => Promise<void>) {
   const counts = async (tx: postgres.Sql) => {
-    const [row] = await tx<Array<{ seq_scan: number; idx_scan: number }>>`
-      select coalesce(seq_scan, 0)::int as seq_scan, coalesce(idx_scan, 0)::int as idx_scan
-      from pg_stat_xact_user_tables where relname = ${table}`;
-    return row ?? { seq_scan: 0, idx_scan: 0 };
+    const [row] = await tx<Array<{ seq_scan: number; idx_scan: number; idx_tup_read: number }>>`
+      select coalesce(t.seq_scan, 0)::int as seq_scan, coalesce(t.idx_scan, 0)::int as idx_scan,
+        (select coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int
+         from pg_index i where i.indrelid = t.relid) as idx_tup_read
+      from pg_stat_xact_user_tables t where t.relname = ${table}`;
+    return row ?? { seq_scan: 0, idx_scan: 0, idx_tup_read: 0 };
   };
   return sql.begin(async (transaction) => {
     const tx = transaction as unknown as postgres.Sql;
     const before = await counts(tx);
     await run(tx);
     const after = await counts(tx);
-    return { seq_scan: after.seq_scan - before.seq_scan, idx_scan: after.idx_scan - before.idx_scan };
+    return {
+      seq_scan: after.seq_scan - before.seq_scan,
+      idx_scan: after.idx_scan - before.idx_scan,
+      /** Index entries the scans read: a probe that finds nothing reads none. */
+      idx_tup_read: after.idx_tup_read - before.idx_tup_read,
+    };
   });
 }
 
@@ -78,15 +85,19 @@ async function comingDay(daysAhead: number) {
   const day = Date.now() + daysAhead * 86_400_000;
   const table = eventsPartitionOf(uuidv7({ msecs: day })) as string;
   await admin.unsafe(`alter table ${table} set (autovacuum_enabled = off)`);
-  /** `count` accepted SMS of the day, each with a recipient's blind index. */
-  const addEvents = (count: number) =>
+  /**
+   * `count` accepted messages of the day, each with its recipients' blind indexes: an SMS's one
+   * (`recipient-<n>`), or an e-mail's three (`to-<n>`, `cc-<n>`, `bcc-<n>`).
+   */
+  const addEvents = (count: number, channel: "sms" | "email" = "sms") =>
     admin.unsafe(
       `insert into message_events
          (message_id, organization_id, seq, type, retry_count, data, occurred_at, recipient_keys)
        select ${uuidv7At(`to_timestamp(${day / 1000}) + g * interval '1 ms'`)}, $1, 1, 'accepted', 0,
-         '{"channel":"sms"}', now(), array['recipient-' || g]
+         json_build_object('channel', $2::text), now(),
+         ${channel === "sms" ? "array['recipient-' || g]" : "array['to-' || g, 'cc-' || g, 'bcc-' || g]"}
        from generate_series(1, ${count}) g`,
-      [organizationId],
+      [organizationId, channel],
     );
   const someIds = async (count: number) =>
     (
@@ -175,6 +186,7 @@ describe("the load of a day's table", () => {
       );
       expect(onList.seq_scan).toBe(0);
       expect(onList.idx_scan).toBeGreaterThanOrEqual(30);
+      expect(onList.idx_tup_read).toBe(0);
       // The one plan made at 1,000 rows ran every load since.
       const [plan] = await loads<Array<{ generic_plans: number }>>`
         select generic_plans::int from pg_prepared_statements where statement like ${`%from ${table} e%`}`;
@@ -203,6 +215,114 @@ describe("the load of a day's table", () => {
       expect(asked().filter(Boolean)).toEqual([coming.table, "message_events"]);
       expect(await load([id as string])).toEqual([]);
       expect(asked().filter(Boolean)).toEqual(["asked", "message_events"]);
+    } finally {
+      await sql.end();
+    }
+  });
+});
+
+describe("the load's check of the suppression list", () => {
+  it("flags an accepted message one of whose recipients, its first or another, is on its organization's list for its channel, and no other", async () => {
+    const otherOrganization = randomUUID();
+    await admin`insert into organizations (id, product_id, name, active) values (${otherOrganization}, 'p', 'Other', true)`;
+    await admin`insert into suppressions (organization_id, channel, recipient_key, reason) values
+      (${organizationId}, 'sms', 'check-sms-listed', 'manual'),
+      (${organizationId}, 'email', 'check-first-listed', 'hard_bounce'),
+      (${organizationId}, 'email', 'check-third-listed', 'complaint'),
+      (${organizationId}, 'email', 'check-listed-for-email', 'manual'),
+      (${otherOrganization}, 'sms', 'check-listed-elsewhere', 'manual')`;
+    const cases: Array<{ name: string; channel: string; keys: string[] | null; suppressed: boolean | null }> =
+      [
+        { name: "an SMS to a listed number", channel: "sms", keys: ["check-sms-listed"], suppressed: true },
+        { name: "an SMS to another number", channel: "sms", keys: ["check-sms-free"], suppressed: false },
+        {
+          name: "an e-mail whose first recipient is listed",
+          channel: "email",
+          keys: ["check-first-listed", "check-free-1"],
+          suppressed: true,
+        },
+        {
+          name: "an e-mail whose third recipient is listed",
+          channel: "email",
+          keys: ["check-free-1", "check-free-2", "check-third-listed"],
+          suppressed: true,
+        },
+        {
+          name: "an e-mail to none listed",
+          channel: "email",
+          keys: ["check-free-1", "check-free-2"],
+          suppressed: false,
+        },
+        {
+          name: "an SMS to a recipient listed for e-mail only",
+          channel: "sms",
+          keys: ["check-listed-for-email"],
+          suppressed: false,
+        },
+        {
+          name: "an SMS to a recipient another organization listed",
+          channel: "sms",
+          keys: ["check-listed-elsewhere"],
+          suppressed: false,
+        },
+        { name: "a message from before the blind indexes", channel: "sms", keys: null, suppressed: null },
+      ];
+    const ids = cases.map(() => uuidv7());
+    for (const [n, { channel, keys }] of cases.entries()) {
+      await admin`insert into message_events
+          (message_id, organization_id, seq, type, retry_count, data, occurred_at, recipient_keys)
+        values (${ids[n] as string}, ${organizationId}, 1, 'accepted', 0, ${admin.json({ channel })}, now(), ${keys})`;
+    }
+    // A later event of the first message: only the accepted one carries the check.
+    await admin`insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+      values (${ids[0] as string}, ${organizationId}, 2, 'pending', 0, '{}', now())`;
+    const rows = await admin.unsafe<Array<{ message_id: string; seq: number; suppressed: boolean | null }>>(
+      LOAD_FOR_DELIVERY,
+      [ids],
+    );
+    const found = rows.map((row) => ({ id: row.message_id, seq: row.seq, suppressed: row.suppressed }));
+    const expected = cases.map(({ suppressed }, n) => ({ id: ids[n], seq: 1, suppressed }));
+    expected.splice(1, 0, { id: ids[0], seq: 2, suppressed: null });
+    const byId = (a: { id?: string; seq: number }, b: { id?: string; seq: number }) =>
+      (a.id as string).localeCompare(b.id as string) || a.seq - b.seq;
+    expect(found.sort(byId)).toEqual(expected.sort(byId));
+  });
+
+  it("probes the list for an e-mail's other recipients too, in a plan made while the list had none of the channel's entries", async () => {
+    const coming = await comingDay(4);
+    await coming.addEvents(1_000, "email");
+    await admin.unsafe(`analyze ${coming.table}`);
+    await admin`delete from suppressions where channel = 'email'`;
+    await admin`analyze suppressions`;
+    const sql = loadConnection();
+    try {
+      // The plan is made now (the table ready at once: analysed with 1,000 rows), then kept.
+      const load = rowsFromPartitions(sql);
+      const [first] = await coming.someIds(1);
+      expect(await load([first as string])).toHaveLength(1);
+      await admin`insert into suppressions (organization_id, channel, recipient_key, reason)
+        select ${organizationId}, 'email', 'other-' || g, 'hard_bounce' from generate_series(1, ${ENTRIES}) g`;
+      const scans = await scansDuring(sql, "suppressions", (tx) =>
+        loadsOn(coming, tx, (tx) => rowsFromPartitions(tx)),
+      );
+      expect(scans.seq_scan).toBe(0);
+      // Both exists probed for each of the 30 messages: the first recipient, then the two others,
+      // and found nothing, reading no entry (the organization's 20,000 for e-mail not scanned).
+      expect(scans.idx_scan).toBeGreaterThanOrEqual(60);
+      expect(scans.idx_tup_read).toBe(0);
+      // And an e-mail whose third recipient is listed is found so, through the kept plan.
+      const [listed] = await coming.someIds(1);
+      const [keys] = await admin<Array<{ recipient_keys: string[] }>>`
+        select recipient_keys from message_events where message_id = ${listed as string}`;
+      await admin`insert into suppressions (organization_id, channel, recipient_key, reason)
+        values (${organizationId}, 'email', ${keys?.recipient_keys[2] as string}, 'hard_bounce')`;
+      const [row] = await load([listed as string]);
+      expect(row?.suppressed).toBe(true);
+      const [plan] = await sql<Array<{ generic_plans: number }>>`
+        select generic_plans::int from pg_prepared_statements where statement like ${`%from ${coming.table} e%`}`;
+      // One plan, made at the first load, ran all 23 (that one, the 21 counted, the last).
+      expect(plan?.generic_plans).toBe(23);
+      expect(await coming.autoAnalysed()).toBe(false);
     } finally {
       await sql.end();
     }
