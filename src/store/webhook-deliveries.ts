@@ -354,18 +354,26 @@ changes as (
 disabling as (
   select c.endpoint_id from changes c where c.was_enabled and c.disable is not null
 ),
+-- The rows each part changes are found by their ids, through an array: joined to the input
+-- instead, Postgres could read the whole table for them (a hash join), and did at every settle for
+-- the retries and the disabled endpoints even when there were none; a table whose deliveries come
+-- and go is mostly dead rows to read through (test/integration/store/webhook-settle-plans.test.ts).
+-- A disabled endpoint's deliveries are looked for only when the batch disables one (rare: then
+-- the table may be read whole).
 removed as (
-  delete from webhook_deliveries d using o where d.id = o.delivery_id and o.retry_at is null
+  delete from webhook_deliveries d where d.id = any(array(select delivery_id from o where retry_at is null))
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),
 rescheduled as (
   update webhook_deliveries d set attempts = d.attempts + 1, next_attempt_at = o.retry_at, leased_until = null
-  from o where d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
+  from o where d.id = any(array(select delivery_id from o where retry_at is not null))
+    and d.id = o.delivery_id and o.retry_at is not null and d.attempts = o.attempts_before
     and d.leased_until = o.leased_until
     and d.endpoint_id not in (select endpoint_id from disabling)
 ),
 dropped as (
-  delete from webhook_deliveries d using disabling x where d.endpoint_id = x.endpoint_id
+  delete from webhook_deliveries d
+  where exists (select from disabling) and d.endpoint_id in (select endpoint_id from disabling)
 ),
 recorded as (
   insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type, attempted_at,
