@@ -104,11 +104,16 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   /**
    * Whether the loop waits after a claim that took less than it had slots for: what was due was
    * held back by the endpoints' caps (or by the order of a message's events), or nothing was due.
-   * It is then woken as soon as an endpoint at its cap frees a slot: a busy endpoint's next
-   * deliveries do not wait for the next settle or the end of the pause (at 4 slots, a pause of
-   * 50 ms between claims would cap it at 80 a second).
+   * It is then woken as soon as an endpoint the last claim left at its cap frees a slot: a busy
+   * endpoint's next deliveries do not wait for the next settle or the end of the pause (at 4
+   * slots, a pause of 50 ms between claims would cap it at 80 a second). An endpoint the claim
+   * gave fewer than its free slots had no more due: its releases wake nothing.
    */
   let pausedAfterClaim = false;
+  /** The endpoints the last claim left at their cap (they may have more due). */
+  let capped = new Set<string>();
+  /** Whether one of them freed a slot since the claim began (the claim read the caps before). */
+  let cappedFreed = false;
   const secretCache = new Map<string, { updatedAt: string; opened: OpenedSecrets }>();
   // Aborts of the attempts in flight (aborted at the end of a shutdown's drain): a set, not a
   // signal with a listener per attempt.
@@ -248,7 +253,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     if (left > 0) inFlightByEndpoint.set(endpointId, left);
     else inFlightByEndpoint.delete(endpointId);
     if (waitingForSlots && inFlight <= (deps.concurrency * 3) / 4) wake?.();
-    else if (pausedAfterClaim && left === deps.endpointConcurrency - 1) wake?.();
+    else if (capped.has(endpointId)) {
+      cappedFreed = true;
+      if (pausedAfterClaim) wake?.();
+    }
   }
 
   /** Frees the slots of settled (or abandoned) outcomes that held them. */
@@ -422,6 +430,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       const sinceLastClaim = performance.now() - lastClaimAt;
       if (sinceLastClaim < MIN_CLAIM_GAP_MS) await sleep(MIN_CLAIM_GAP_MS - sinceLastClaim);
       lastClaimAt = performance.now();
+      const inFlightBefore = new Map(inFlightByEndpoint);
+      cappedFreed = false;
       let claimed: ClaimedDelivery[];
       try {
         const claim = await claimDueDeliveries(deps.sql, {
@@ -443,8 +453,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         continue;
       }
       for (const delivery of claimed) start(delivery);
+      capped = cappedAfter(inFlightBefore, claimed, deps.endpointConcurrency);
+      if (stopped) break;
       backlog = claimed.length === free;
-      if (backlog) {
+      if (backlog || cappedFreed) {
         idleMs = idle.min;
       } else if (claimed.length > 0) {
         // What is left is held by the caps or by the order of a message's events: a settle frees it.
@@ -486,4 +498,20 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       if (outcomes.length > 0) await settleAll();
     },
   };
+}
+
+/**
+ * The endpoints a claim left at their cap: those already full when it began (`inFlightBefore`)
+ * and those it gave as many deliveries as they had free slots.
+ */
+function cappedAfter(
+  inFlightBefore: ReadonlyMap<string, number>,
+  claimed: readonly ClaimedDelivery[],
+  cap: number,
+): Set<string> {
+  const taken = new Map(inFlightBefore);
+  for (const { endpointId } of claimed) taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
+  const capped = new Set<string>();
+  for (const [endpointId, count] of taken) if (count >= cap) capped.add(endpointId);
+  return capped;
 }

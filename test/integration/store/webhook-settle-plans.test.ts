@@ -114,7 +114,8 @@ describe("a settle of webhook attempts in a table of mostly dead rows", () => {
     const [left] = await sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries where id = any(${rows.map((row) => row.id)}::bigint[])`;
     expect(left?.n).toBe(0);
-    const [attempts] = await sql<Array<{ n: number }>>`select count(*)::int as n from webhook_attempts`;
+    const [attempts] = await sql<Array<{ n: number }>>`
+      select count(*)::int as n from webhook_attempts where event_id = any(${rows.map((row) => `evt_${row.id}_1`)})`;
     expect(attempts?.n).toBe(30);
   });
 
@@ -135,6 +136,11 @@ describe("a settle of webhook attempts in a table of mostly dead rows", () => {
     const [dropped] = await sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries where endpoint_id = ${endpoints.gone}`;
     expect(dropped?.n).toBe(0);
+    // And only that endpoint's: the healthy one keeps its 70 (100 less the 30 delivered; the
+    // one retried stays).
+    const [kept] = await sql<Array<{ n: number }>>`
+      select count(*)::int as n from webhook_deliveries where endpoint_id = ${endpoints.healthy}`;
+    expect(kept?.n).toBe(70);
     const [endpoint] = await sql<Array<{ enabled: boolean; disabled_reason: string }>>`
       select enabled, disabled_reason from webhook_endpoints where id = ${endpoints.gone}`;
     expect(endpoint).toEqual({ enabled: false, disabled_reason: "gone" });

@@ -310,6 +310,34 @@ describe("webhook dispatcher", () => {
     expect(attempts.every((a) => a.status_code === 200 && a.error_class === null && !a.gave_up)).toBe(true);
   });
 
+  it("given an endpoint at its cap freeing a slot, then its next due delivery is claimed at once, not at the next settle or the end of a pause", async () => {
+    const org = await onboard(h);
+    const endpoint = await createEndpoint(org.apiKey, "/paced", ["message.succeeded"]);
+    const ids = await Promise.all(Array.from({ length: 6 }, () => send(org.apiKey)));
+    await final(ids);
+    const events = await sendableEvents(ids, ["message.succeeded"]);
+    expect(events.size).toBe(6);
+    // Settles wait behind a lock on the attempts' table: only the slots freed by the successes
+    // can wake the loop, whose pauses last 20 s.
+    const locker = await h.sql.reserve();
+    try {
+      await locker`begin`;
+      await locker`lock table webhook_attempts in exclusive mode`;
+      dispatcher({ endpointConcurrency: 2, idleMs: { min: 20_000, max: 20_000 } });
+      // Two at a time: without the wake, two and then a 20 s pause.
+      await eventually(async () => (at("/paced").length >= 6 ? true : undefined), 10_000, "all six POSTed");
+      expect(new Set(at("/paced").map((r) => r.headers["webhook-id"]))).toEqual(events);
+    } finally {
+      await locker`rollback`;
+      locker.release();
+    }
+    await eventually(
+      async () => ((await deliveriesLeft(endpoint.id)) === 0 ? true : undefined),
+      10_000,
+      "settled once the lock is gone",
+    );
+  });
+
   it("given two dispatchers at once, then each event is claimed by one of them and POSTed once", async () => {
     const org = await onboard(h);
     const endpoint = await createEndpoint(org.apiKey, "/shared");
