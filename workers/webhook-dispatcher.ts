@@ -458,17 +458,13 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       backlog = claimed.length === free;
       if (backlog || cappedFreed) {
         idleMs = idle.min;
-      } else if (claimed.length > 0) {
-        // What is left is held by the caps or by the order of a message's events: a settle frees it.
-        idleMs = idle.min;
-        pausedAfterClaim = true;
-        await pause(idle.min);
-        pausedAfterClaim = false;
       } else {
+        // What is left is held by the caps or by the order of a message's events (a settle, or a
+        // capped endpoint's freed slot, frees it), or nothing is due: the pause grows.
         pausedAfterClaim = true;
-        await pause(idleMs);
+        await pause(claimed.length > 0 ? idle.min : idleMs);
         pausedAfterClaim = false;
-        idleMs = Math.min(idle.max, idleMs * 2);
+        idleMs = claimed.length > 0 ? idle.min : Math.min(idle.max, idleMs * 2);
       }
     }
   })();

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
 import { type DeliverySettlement, settleDeliveries } from "../../../src/store/webhook-deliveries.js";
 import { createOwnDatabase } from "../../support/own-database.js";
+import { scansDuring } from "../../support/table-scans.js";
 
 /**
  * The settle of webhook attempts (src/store/webhook-deliveries.ts) finds the deliveries it changes
@@ -83,34 +84,19 @@ function settlement(
   };
 }
 
-/** The sequential scans of `webhook_deliveries` that `run` makes, in one transaction. */
-async function seqScansDuring(run: (tx: postgres.Sql) => Promise<unknown>): Promise<number> {
-  const scans = async (tx: postgres.Sql) => {
-    const [row] = await tx<Array<{ n: number }>>`
-      select coalesce(seq_scan, 0)::int as n from pg_stat_xact_user_tables where relname = 'webhook_deliveries'`;
-    return row?.n ?? 0;
-  };
-  return sql.begin(async (transaction) => {
-    const tx = transaction as unknown as postgres.Sql;
-    const before = await scans(tx);
-    await run(tx);
-    return (await scans(tx)) - before;
-  });
-}
-
 const options = () => ({ now: new Date(), failingDisableMs: 5 * 86_400_000 });
 
 describe("a settle of webhook attempts in a table of mostly dead rows", () => {
   it("removes a batch of delivered ones by their ids, reading no table whole", async () => {
     const rows = await leased(endpoints.healthy, 30);
-    const scans = await seqScansDuring((tx) =>
+    const scans = await scansDuring(sql, "webhook_deliveries", (tx) =>
       settleDeliveries(
         tx,
         rows.map((row) => settlement(endpoints.healthy, row, "delivered")),
         options(),
       ),
     );
-    expect(scans).toBe(0);
+    expect(scans.seq_scan).toBe(0);
     const [left] = await sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries where id = any(${rows.map((row) => row.id)}::bigint[])`;
     expect(left?.n).toBe(0);
@@ -121,10 +107,10 @@ describe("a settle of webhook attempts in a table of mostly dead rows", () => {
 
   it("reschedules a retry by its id too", async () => {
     const [retried] = await leased(endpoints.healthy, 1);
-    const scans = await seqScansDuring((tx) =>
+    const scans = await scansDuring(sql, "webhook_deliveries", (tx) =>
       settleDeliveries(tx, [settlement(endpoints.healthy, retried as never, "retry")], options()),
     );
-    expect(scans).toBe(0);
+    expect(scans.seq_scan).toBe(0);
     const [row] = await sql<Array<{ attempts: number; leased: boolean }>>`
       select attempts, leased_until is not null as leased from webhook_deliveries where id = ${retried?.id as string}`;
     expect(row).toEqual({ attempts: 1, leased: false });
