@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
 import type { RedisHealth } from "../src/runtime/redis-health.js";
 import { type DeliveryJobData, DeliveryQueues, deliveryJobOptions } from "../src/store/delivery-queue.js";
+import { runStatementPlannedEachTime } from "../src/store/statement.js";
 import { type TurnCursor, takeInTurns } from "./relay-turns.js";
 
 export interface OutboxRelayDeps {
@@ -44,6 +45,24 @@ const LEAST_URGENT = 32767;
 /** The BullMQ priority of the critical tier, which gets a relay lane of its own. */
 const CRITICAL = 1;
 
+/** Whether any row of the prefix waits in tiers 1 to `$2`. */
+const ANY_WAITING = "select 1 from delivery_outbox where queue_prefix = $1 and priority <= $2 limit 1";
+
+/** The oldest `$3` rows of tiers 1 to `$2`, most urgent first, locked (relays in other workers take others). */
+const OLDEST_FIRST = `
+  select message_id, priority from delivery_outbox
+  where queue_prefix = $1 and priority <= $2
+  order by priority, message_id
+  limit $3
+  for update skip locked`;
+
+/**
+ * The rows whose jobs the queue took, by their key alone (a message id is the key of the whole
+ * table): given the prefix too, Postgres may read the prefix's every row through the relay index
+ * and filter them, believing the table holds a few hundred.
+ */
+const RELAYED = "delete from delivery_outbox where message_id = any($1::uuid[])";
+
 /**
  * Moves up to `batchSize` rows of this queue's outbox into BullMQ, most urgent first: takes them
  * (`FOR UPDATE SKIP LOCKED`, so relays in several workers share the work), adds their jobs with
@@ -61,8 +80,7 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const limit = deps.batchSize ?? DEFAULT_BATCH_SIZE;
   const maxPriority = deps.maxPriority ?? LEAST_URGENT;
   // A cheap look first: an idle relay costs one indexed read per poll, not a transaction.
-  const [waiting] = await sql`
-    select 1 from delivery_outbox where queue_prefix = ${prefix} and priority <= ${maxPriority} limit 1`;
+  const [waiting] = await runStatementPlannedEachTime(sql, ANY_WAITING, [prefix, maxPriority]);
   if (!waiting) return 0;
   const fair = (deps.waitingLimit ?? 0) > 0 && maxPriority > CRITICAL;
   const room = fair ? await roomPerShard(queues, deps.waitingLimit ?? 0) : undefined;
@@ -76,12 +94,11 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
   const { relayed, failure } = await sql.begin(async (tx) => {
     const rows = fair
       ? await takeInTurns(tx, { prefix, maxPriority, budget, cursor: deps.turns ?? new Map() })
-      : await tx<Array<{ message_id: string; priority: number }>>`
-      select message_id, priority from delivery_outbox
-      where queue_prefix = ${prefix} and priority <= ${maxPriority}
-      order by priority, message_id
-      limit ${limit}
-      for update skip locked`;
+      : await runStatementPlannedEachTime<Array<{ message_id: string; priority: number }>>(tx, OLDEST_FIRST, [
+          prefix,
+          maxPriority,
+          limit,
+        ]);
     if (rows.length === 0) return { relayed: 0, failure: undefined };
     const byShard = new Map<Queue<DeliveryJobData>, Array<{ message_id: string; priority: number }>>();
     for (const row of rows) {
@@ -117,7 +134,7 @@ export async function relayOutboxOnce(deps: OutboxRelayDeps): Promise<number> {
       else failure ??= result.reason;
     });
     if (added.length > 0) {
-      await tx`delete from delivery_outbox where queue_prefix = ${prefix} and message_id in ${tx(added)}`;
+      await runStatementPlannedEachTime(tx, RELAYED, [added]);
     }
     return { relayed: added.length, failure };
   });

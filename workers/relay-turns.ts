@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { runStatementPlannedEachTime } from "../src/store/statement.js";
 
 /**
  * Fairness between organizations (issue 19, docs/decisions/0047): which outbox rows the relay
@@ -100,7 +101,7 @@ export async function takeInTurns(
       const wrapped = await organizationsAfter(tx, prefix, tier, null, window - turns.length);
       turns = [...turns, ...wrapped.filter((id) => id <= after && !turns.includes(id))];
     }
-    const [legacyWaiting] = await tx.unsafe(LEGACY_WAITING, [prefix, tier], { prepare: true });
+    const [legacyWaiting] = await runStatementPlannedEachTime(tx, LEGACY_WAITING, [prefix, tier]);
     const groups = turns.length + (legacyWaiting ? 1 : 0);
     if (groups === 0) continue;
     // Round 1 shares the budget among every organization (and the rows without one, first: they
@@ -109,19 +110,23 @@ export async function takeInTurns(
     let share = Math.ceil(left / groups);
     const picked: Array<{ row: OutboxRow; rank: number; turn: number }> = [];
     if (legacyWaiting) {
-      const legacy = await tx.unsafe<OutboxRow[]>(ROWS_WITHOUT_ORGANIZATION, [prefix, tier, share], {
-        prepare: true,
-      });
+      const legacy = await runStatementPlannedEachTime<OutboxRow[]>(tx, ROWS_WITHOUT_ORGANIZATION, [
+        prefix,
+        tier,
+        share,
+      ]);
       for (const [i, row] of legacy.entries()) picked.push({ row, rank: i + 1, turn: -1 });
     }
     let open = turns.map((id, turn) => ({ id, turn, after: null as string | null, taken: 0, thisRound: 0 }));
     for (let round = 0; round < MAX_ROUNDS && open.length > 0 && picked.length < left; round++) {
       if (round > 0) share = Math.ceil((left - picked.length) / open.length);
-      const rows = await tx.unsafe<Array<OutboxRow & { rank: string }>>(
-        ROWS_OF,
-        [prefix, tier, open.map((o) => o.id), open.map((o) => o.after), share],
-        { prepare: true },
-      );
+      const rows = await runStatementPlannedEachTime<Array<OutboxRow & { rank: string }>>(tx, ROWS_OF, [
+        prefix,
+        tier,
+        open.map((o) => o.id),
+        open.map((o) => o.after),
+        share,
+      ]);
       const byOrganization = new Map(open.map((o) => [o.id, o]));
       for (const turn of open) turn.thisRound = 0;
       for (const { rank, ...row } of rows) {
@@ -157,12 +162,10 @@ async function organizationsAfter(
   limit: number,
 ): Promise<string[]> {
   if (limit <= 0) return [];
-  const rows = await tx.unsafe<Array<{ organization_id: string }>>(
+  const rows = await runStatementPlannedEachTime<Array<{ organization_id: string }>>(
+    tx,
     ORGANIZATIONS_AFTER,
     [prefix, tier, after, limit],
-    {
-      prepare: true,
-    },
   );
   return rows.map((row) => row.organization_id);
 }

@@ -13,3 +13,19 @@ export function runStatement<T extends object[]>(
 ): Promise<T> {
   return sql.unsafe<T>(text, values as never[], { prepare: true }) as unknown as Promise<T>;
 }
+
+/**
+ * Runs a statement on a table whose size swings from empty to tens of thousands of rows within
+ * seconds (the delivery outbox), planned anew at every call (unprepared: Postgres plans an unnamed
+ * statement with its values and the table's size now). A plan Postgres made and kept while the
+ * table was empty, a sequential scan and a sort, is still run once a backlog has built up until
+ * the next analyze, and reads the whole backlog at every call (docs/decisions/0047;
+ * test/integration/workers/relay-plans.test.ts). The planning costs tens of microseconds a call.
+ */
+export function runStatementPlannedEachTime<T extends object[]>(
+  sql: SqlClient,
+  text: string,
+  values: readonly unknown[],
+): Promise<T> {
+  return sql.unsafe<T>(text, values as never[], { prepare: false }) as unknown as Promise<T>;
+}

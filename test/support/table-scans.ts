@@ -32,3 +32,33 @@ export async function scansDuring(
     };
   });
 }
+
+/**
+ * The scans of `table` that `run` makes on `sql`, a client of one connection, when `run` begins
+ * transactions of its own (which {@link scansDuring} cannot wrap): the connection's counts are
+ * flushed to the cumulative view before and after (`pg_stat_force_next_flush`), so the difference
+ * is what `run` did.
+ */
+export async function scansAcross(
+  sql: postgres.Sql,
+  table: string,
+  run: () => Promise<unknown>,
+): Promise<{ seq_scan: number; idx_scan: number; idx_tup_read: number }> {
+  const counts = async () => {
+    await sql`select pg_stat_force_next_flush()`;
+    const [row] = await sql<Array<{ seq_scan: number; idx_scan: number; idx_tup_read: number }>>`
+      select coalesce(t.seq_scan, 0)::int as seq_scan, coalesce(t.idx_scan, 0)::int as idx_scan,
+        (select coalesce(sum(pg_stat_get_tuples_returned(i.indexrelid)), 0)::int
+         from pg_index i where i.indrelid = t.relid) as idx_tup_read
+      from pg_stat_user_tables t where t.relname = ${table}`;
+    return row ?? { seq_scan: 0, idx_scan: 0, idx_tup_read: 0 };
+  };
+  const before = await counts();
+  await run();
+  const after = await counts();
+  return {
+    seq_scan: after.seq_scan - before.seq_scan,
+    idx_scan: after.idx_scan - before.idx_scan,
+    idx_tup_read: after.idx_tup_read - before.idx_tup_read,
+  };
+}
