@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { Logger } from "../src/runtime/logger.js";
+import { runStatementPlannedEachTime } from "../src/store/statement.js";
 import { every } from "./periodic.js";
 
 /**
@@ -7,6 +8,27 @@ import { every } from "./periodic.js";
  * `scheduled_deliveries`, in Postgres, not as a delayed job in Redis. This moves the rows that are
  * due into the delivery outbox, from where the relay adds their jobs like any other message's.
  */
+
+// Both planned at each call: the table holds what is scheduled for later, from none to millions
+// (src/store/statement.ts; test/integration/workers/queue-table-plans.test.ts).
+
+/** Whether a row of prefix `$1` is due at `$2`. */
+const ANY_DUE = `select 1 from scheduled_deliveries where queue_prefix = $1 and due_at <= $2::timestamptz limit 1`;
+
+/** The `$3` earliest rows of prefix `$1` due at `$2`, moved to the outbox. */
+const MOVE_DUE = `
+  with due as (
+    delete from scheduled_deliveries where message_id in (
+      select message_id from scheduled_deliveries
+      where queue_prefix = $1 and due_at <= $2::timestamptz
+      order by due_at
+      limit $3
+      for update skip locked)
+    returning message_id, queue_prefix, priority, organization_id
+  )
+  insert into delivery_outbox (message_id, queue_prefix, priority, organization_id)
+  select message_id, queue_prefix, priority, organization_id from due
+  on conflict (message_id) do nothing`;
 
 /**
  * Moves up to `batchSize` rows of this queue prefix whose `due_at` has come into
@@ -22,22 +44,13 @@ export async function releaseDueSends(
   // As text: the shared client's own date serialisation is off (db/client.ts).
   const now = options.now.toISOString();
   // A cheap look first: with nothing due, one indexed read per poll and no write.
-  const [due] = await sql`
-    select 1 from scheduled_deliveries where queue_prefix = ${queuePrefix} and due_at <= ${now}::timestamptz limit 1`;
+  const [due] = await runStatementPlannedEachTime(sql, ANY_DUE, [queuePrefix, now]);
   if (!due) return 0;
-  const moved = await sql`
-    with due as (
-      delete from scheduled_deliveries where message_id in (
-        select message_id from scheduled_deliveries
-        where queue_prefix = ${queuePrefix} and due_at <= ${now}::timestamptz
-        order by due_at
-        limit ${options.batchSize}
-        for update skip locked)
-      returning message_id, queue_prefix, priority, organization_id
-    )
-    insert into delivery_outbox (message_id, queue_prefix, priority, organization_id)
-    select message_id, queue_prefix, priority, organization_id from due
-    on conflict (message_id) do nothing`;
+  const moved = await runStatementPlannedEachTime<postgres.RowList<postgres.Row[]>>(sql, MOVE_DUE, [
+    queuePrefix,
+    now,
+    options.batchSize,
+  ]);
   return moved.count;
 }
 

@@ -15,12 +15,13 @@ export function runStatement<T extends object[]>(
 }
 
 /**
- * Runs a statement on a table whose size swings from empty to tens of thousands of rows within
- * seconds (the delivery outbox), planned anew at every call (unprepared: Postgres plans an unnamed
- * statement with its values and the table's size now). A plan Postgres made and kept while the
- * table was empty, a sequential scan and a sort, is still run once a backlog has built up until
- * the next analyze, and reads the whole backlog at every call (docs/decisions/0047;
- * test/integration/workers/relay-plans.test.ts). The planning costs tens of microseconds a call.
+ * Runs a statement on a table used as a queue, whose size swings from empty to tens of thousands
+ * of rows within seconds (the delivery outbox) or to millions (the scheduled sends), planned anew
+ * at every call (unprepared: Postgres plans an unnamed statement with its values and the table's
+ * size now). A plan Postgres made and kept while the table was empty, a sequential scan and a
+ * sort, is still run once the table has filled, until the next analyze, and reads every row at
+ * every call (docs/decisions/0047; test/integration/workers/queue-table-plans.test.ts). The
+ * planning costs tens of microseconds a call.
  */
 export function runStatementPlannedEachTime<T extends object[]>(
   sql: SqlClient,

@@ -6,27 +6,28 @@ import { createDatabase } from "../../../db/client.js";
 import { createDeliveryQueue } from "../../../src/store/delivery-queue.js";
 import { relayOutboxOnce } from "../../../workers/outbox-relay.js";
 import { takeInTurns } from "../../../workers/relay-turns.js";
+import { releaseDueSends } from "../../../workers/scheduled-sends.js";
 import { silentLogger } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { scansAcross, scansDuring } from "../../support/table-scans.js";
 
 /**
- * The relay (workers/outbox-relay.ts, workers/relay-turns.ts) reads `delivery_outbox` through its
- * indexes however the table's size has changed since a statement was first run: its turns by one
- * probe per organization, the critical lane's rows and its idle look by the relay index, the
- * relayed rows by their keys. The outbox swings from empty to tens of thousands of rows in
- * seconds: plans Postgres made and kept while it was empty (a sequential scan and a sort, or the
- * relay index read whole and filtered) read every row of the tier for each organization once a
- * backlog built up (the webhooks benchmark: 3.5 ms a pass instead of 0.1, in whichever run such a
- * plan happened to be kept). In a database of this file's own, with the table's statistics those
- * of an empty table (a vacuum while it was empty, autovacuum off), as a fresh or idle service has
- * them, and one connection, whose statements and their kept plans are its own.
+ * The tables the workers use as queues are read through their indexes however their size has
+ * changed since a statement was first run. The delivery outbox swings from empty to tens of
+ * thousands of rows in seconds, the scheduled sends from none to millions: plans Postgres made and
+ * kept while a table was empty (a sequential scan and a sort, or the relay index read whole and
+ * filtered) read every row of the table at every call once it had filled (the relay's turns: every
+ * row of the tier for each organization of a pass, 3.5 ms a pass instead of 0.1 in the webhooks
+ * benchmark, in whichever run such a plan happened to be kept; the scheduled sends' look, every
+ * send scheduled for later at each poll, five times a second). In a database of this file's own,
+ * with the tables' statistics those of empty tables (a vacuum while they were empty, autovacuum
+ * off), as a fresh or idle service has them, and one connection, whose statements and their kept
+ * plans are its own.
  */
 
 const MEDIUM = 3;
 const CRITICAL = 1;
 const prefix = `{plans-${randomUUID().slice(0, 8)}}`;
-const PREFIX = prefix;
 
 let dropOwnDatabase: () => Promise<void> = async () => {};
 let sql: postgres.Sql;
@@ -46,30 +47,42 @@ const relayPass = (lane: "main" | "critical") =>
 /** Outbox rows of `organizations`, `each` apiece. */
 const backlog = (organizations: readonly string[], each: number, priority = MEDIUM) => sql`
   insert into delivery_outbox (message_id, queue_prefix, priority, organization_id)
-  select gen_random_uuid(), ${PREFIX}, ${priority}, o
+  select gen_random_uuid(), ${prefix}, ${priority}, o
   from unnest(${organizations}::uuid[]) o cross join generate_series(1, ${each})`;
+
+/** `count` sends scheduled at now + `offset` (an interval). */
+const scheduled = (count: number, offset: string) => sql`
+  insert into scheduled_deliveries (message_id, queue_prefix, priority, organization_id, due_at)
+  select gen_random_uuid(), ${prefix}, ${MEDIUM}, gen_random_uuid(), now() + ${offset}::interval
+  from generate_series(1, ${count})`;
+
+/** One poll of the scheduled sends: what is due moves to the outbox. */
+const releaseDue = () => releaseDueSends(sql, { queuePrefix: prefix, now: new Date(), batchSize: 500 });
 
 /** One pass's take, in a transaction as the relay runs it. */
 const pass = (tx: postgres.Sql, budget: number) =>
   takeInTurns(tx as unknown as postgres.TransactionSql, {
-    prefix: PREFIX,
+    prefix,
     maxPriority: 4,
     budget,
     cursor: new Map(),
   });
 
 beforeAll(async () => {
-  const own = await createOwnDatabase("relay_turns_plans");
+  const own = await createOwnDatabase("queue_table_plans");
   dropOwnDatabase = own.drop;
   // One connection: the statements it prepares, and the plans Postgres keeps for them, are its own.
   sql = createDatabase({ url: own.url, poolSize: 1 }).sql;
-  await sql`alter table delivery_outbox set (autovacuum_enabled = off)`;
-  await sql`vacuum analyze delivery_outbox`;
-  // An idle service's passes: an empty outbox, then a message now and then, in both lanes.
+  for (const table of ["delivery_outbox", "scheduled_deliveries"]) {
+    await sql`alter table ${sql(table)} set (autovacuum_enabled = off)`;
+    await sql`vacuum analyze ${sql(table)}`;
+  }
+  // An idle service's passes and polls: empty tables, then a message now and then.
   for (let i = 0; i < 10; i++) {
     await sql.begin((tx) => pass(tx as unknown as postgres.Sql, 100));
     await relayPass("main");
     await relayPass("critical");
+    expect(await releaseDue()).toBe(0);
   }
   for (let i = 0; i < 10; i++) {
     await backlog([randomUUID()], 1);
@@ -80,6 +93,9 @@ beforeAll(async () => {
     await backlog([randomUUID()], 1, CRITICAL);
     expect(await relayPass("critical")).toBe(1);
     expect(await relayPass("main")).toBe(1);
+    await scheduled(1, "-1 second");
+    expect(await releaseDue()).toBe(1);
+    await sql`delete from delivery_outbox`;
   }
   await queue.obliterate({ force: true });
 });
@@ -146,5 +162,35 @@ describe("the relay on an outbox that grew since its statements were first run",
     expect(relayed).toBe(200);
     expect(scans.seq_scan).toBe(0);
     expect(scans.idx_tup_read).toBeLessThan(1000);
+  });
+});
+
+describe("the scheduled sends on a table that filled since their statements were first run", () => {
+  afterEach(async () => {
+    await sql`delete from scheduled_deliveries`;
+    await sql`delete from delivery_outbox`;
+    await sql`vacuum scheduled_deliveries`;
+  });
+
+  it("looks for what is due, and moves it, by the due index, not every send scheduled for later", async () => {
+    // 50,000 sends scheduled for next week.
+    await scheduled(50_000, "7 days");
+    // A poll with nothing due: one probe that finds nothing (the warm-up's ten rows, deleted and
+    // not yet vacuumed, on the way), not the 50,000.
+    let moved = -1;
+    let scans = await scansAcross(sql, "scheduled_deliveries", async () => {
+      moved = await releaseDue();
+    });
+    expect(moved).toBe(0);
+    expect(scans.seq_scan).toBe(0);
+    expect(scans.idx_tup_read).toBeLessThan(50);
+    // Five due: the look, the five, and their keys for the delete.
+    await scheduled(5, "-1 second");
+    scans = await scansAcross(sql, "scheduled_deliveries", async () => {
+      moved = await releaseDue();
+    });
+    expect(moved).toBe(5);
+    expect(scans.seq_scan).toBe(0);
+    expect(scans.idx_tup_read).toBeLessThan(100);
   });
 });
