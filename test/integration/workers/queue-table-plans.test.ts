@@ -19,7 +19,7 @@ import { scansAcross, scansDuring } from "../../support/table-scans.js";
  * filtered) read every row of the table at every call once it had filled (the relay's turns: every
  * row of the tier for each organization of a pass, 3.5 ms a pass instead of 0.1 in the webhooks
  * benchmark, in whichever run such a plan happened to be kept; the scheduled sends' look, every
- * send scheduled for later at each poll, five times a second). In a database of this file's own,
+ * send scheduled for later at each poll, five times a second), until autovacuum's next analyze. In a database of this file's own,
  * with the tables' statistics those of empty tables (a vacuum while they were empty, autovacuum
  * off), as a fresh or idle service has them, and one connection, whose statements and their kept
  * plans are its own.
