@@ -1,7 +1,7 @@
 import type { SqlClient } from "../../db/client.js";
 import type { Channel, MessageEvent } from "../domain/events.js";
 import type { PriorityTier } from "../domain/priority.js";
-import { runStatement } from "./statement.js";
+import { runStatement, runStatementPlannedEachTime } from "./statement.js";
 
 /**
  * The webhook deliveries still to be made (`webhook_deliveries`, written by the fan-out trigger in
@@ -75,6 +75,13 @@ export interface Claim {
  * follows what it takes, not how many endpoints have deliveries (docs/decisions/0036). An
  * endpoint at this process's cap, disabled, or without a row its messages' order lets go is passed
  * over; each other one gives up to its free slots, oldest first.
+ *
+ * Planned at each call (src/store/statement.ts): the table is a queue, empty between bursts (a
+ * vacuum may leave it no page at all), and the plan Postgres kept from such a moment read the
+ * whole table for every endpoint visited and every row looked at: 10,051 sequential scans in one
+ * claim over 20,000 rows (test/integration/store/webhook-claim-plans.test.ts). What the POSTs need
+ * besides, from the partitioned tables whose planning costs more than the rest together, is read
+ * by a second statement, prepared ({@link CLAIMED_DETAILS}).
  */
 const CLAIM = `
 with recursive after_cursor as (
@@ -126,20 +133,27 @@ leased as (
     d.leased_until
 )
 select l.id, l.endpoint_id, l.organization_id, l.message_id, l.seq, l.event_type, l.attempts,
-  l.leased_until::text as leased_until,
-  ${iso("l.event_at")} as event_at,
-  m.channel, m.priority, m.notification_type,
+  l.leased_until::text as leased_until, ${iso("l.event_at")} as event_at
+from leased l
+order by l.id`;
+
+/**
+ * For the deliveries a claim leased (`$1` their messages, `$2` their events' seq, `$3` their
+ * endpoints, in the claim's order): the message, the event and the endpoint each POST needs, by
+ * their keys (the message id finds the partition at run time).
+ */
+const CLAIMED_DETAILS = `
+select c.ord::integer as ord, m.channel, m.priority, m.notification_type,
   ev.type, ev.retry_count, case when ev.type = 'accepted' then '{}' else ev.data::text end as data,
   ${iso("ev.occurred_at")} as occurred_at,
   w.url, w.secret_sealed, w.previous_secret_sealed, ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at,
   w.updated_at::text as endpoint_updated_at
-from leased l
-join webhook_endpoints w on w.id = l.endpoint_id
-join messages m on m.message_id = l.message_id
-join message_events ev on ev.message_id = l.message_id and ev.seq = l.seq
-order by l.id`;
+from unnest($1::uuid[], $2::integer[], $3::uuid[]) with ordinality as c(message_id, seq, endpoint_id, ord)
+join webhook_endpoints w on w.id = c.endpoint_id
+join messages m on m.message_id = c.message_id
+join message_events ev on ev.message_id = c.message_id and ev.seq = c.seq`;
 
-interface ClaimRow {
+interface LeaseRow {
   id: string | number;
   leased_until: string;
   endpoint_id: string;
@@ -149,6 +163,10 @@ interface ClaimRow {
   event_type: string;
   attempts: number;
   event_at: string;
+}
+
+interface DetailsRow {
+  ord: number;
   channel: Channel;
   priority: PriorityTier;
   notification_type: string | null;
@@ -164,7 +182,7 @@ interface ClaimRow {
 }
 
 /**
- * Claims due deliveries, in one statement: visiting the endpoints with deliveries round the circle
+ * Claims due deliveries, in one statement (and reads what their POSTs need in a second): visiting the endpoints with deliveries round the circle
  * from `after`, for each enabled one up to its free slots (`perEndpoint` less what this process has
  * in flight to it), oldest first, skipping rows another process holds (`FOR UPDATE SKIP LOCKED`),
  * at most `limit` in all; and leases them (`leased_until = now() + leaseMs`), so that if this
@@ -178,7 +196,7 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
   const after = options.after ?? null;
   if (options.limit <= 0) return { deliveries: [], cursor: after };
   const inFlight = JSON.stringify(Object.fromEntries(options.inFlight));
-  const rows = await runStatement<ClaimRow[]>(sql, CLAIM, [
+  const leases = await runStatementPlannedEachTime<LeaseRow[]>(sql, CLAIM, [
     options.limit,
     options.perEndpoint,
     inFlight,
@@ -186,7 +204,19 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
     // The smallest id: the first lap is then the whole circle.
     after ?? "00000000-0000-0000-0000-000000000000",
   ]);
-  const deliveries = rows.map(toClaimedDelivery);
+  if (leases.length === 0) return { deliveries: [], cursor: after };
+  const details = await runStatement<DetailsRow[]>(sql, CLAIMED_DETAILS, [
+    leases.map((lease) => lease.message_id),
+    leases.map((lease) => lease.seq),
+    leases.map((lease) => lease.endpoint_id),
+  ]);
+  const byOrdinal = new Map(details.map((row) => [row.ord, row]));
+  // A delivery whose message, event or endpoint is gone meanwhile is left leased, as a join would
+  // have left it: its lease runs out, and the purge drops it with its endpoint.
+  const deliveries = leases.flatMap((lease, i) => {
+    const row = byOrdinal.get(i + 1);
+    return row ? [toClaimedDelivery(lease, row)] : [];
+  });
   return { deliveries, cursor: lastVisited(deliveries, after) ?? after };
 }
 
@@ -208,28 +238,28 @@ function lastVisited(deliveries: readonly ClaimedDelivery[], after: string | nul
   return lastWrapped ?? lastAfter;
 }
 
-function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
+function toClaimedDelivery(lease: LeaseRow, row: DetailsRow): ClaimedDelivery {
   return {
-    id: Number(row.id),
-    endpointId: row.endpoint_id,
-    organizationId: row.organization_id,
-    messageId: row.message_id,
-    seq: row.seq,
-    eventType: row.event_type,
-    attempts: row.attempts,
-    leasedUntil: row.leased_until,
-    eventAt: row.event_at,
+    id: Number(lease.id),
+    endpointId: lease.endpoint_id,
+    organizationId: lease.organization_id,
+    messageId: lease.message_id,
+    seq: lease.seq,
+    eventType: lease.event_type,
+    attempts: lease.attempts,
+    leasedUntil: lease.leased_until,
+    eventAt: lease.event_at,
     event: {
       type: row.type,
       retryCount: row.retry_count,
       occurredAt: row.occurred_at,
       data: JSON.parse(row.data),
-      seq: row.seq,
+      seq: lease.seq,
     } as MessageEvent & { seq: number },
     message: { channel: row.channel, priority: row.priority, notificationType: row.notification_type },
     endpoint: {
-      id: row.endpoint_id,
-      organizationId: row.organization_id,
+      id: lease.endpoint_id,
+      organizationId: lease.organization_id,
       url: row.url,
       secretSealed: row.secret_sealed,
       previousSecretSealed: row.previous_secret_sealed,
