@@ -211,8 +211,8 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
     leases.map((lease) => lease.endpoint_id),
   ]);
   const byOrdinal = new Map(details.map((row) => [row.ord, row]));
-  // A delivery whose message, event or endpoint is gone meanwhile is left leased, as a join would
-  // have left it: its lease runs out, and the purge drops it with its endpoint.
+  // A delivery whose message, event or endpoint is gone meanwhile is left leased, as the one
+  // statement's join left it before: its lease runs out (an endpoint's deletion purges it).
   const deliveries = leases.flatMap((lease, i) => {
     const row = byOrdinal.get(i + 1);
     return row ? [toClaimedDelivery(lease, row)] : [];
