@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import type postgres from "postgres";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
 import { createDeliveryQueue } from "../../../src/store/delivery-queue.js";
 import { relayOutboxOnce } from "../../../workers/outbox-relay.js";
@@ -28,6 +28,7 @@ import { scansAcross, scansDuring } from "../../support/table-scans.js";
 const MEDIUM = 3;
 const CRITICAL = 1;
 const prefix = `{plans-${randomUUID().slice(0, 8)}}`;
+const TABLES = ["delivery_outbox", "scheduled_deliveries"];
 
 let dropOwnDatabase: () => Promise<void> = async () => {};
 let sql: postgres.Sql;
@@ -73,11 +74,19 @@ beforeAll(async () => {
   dropOwnDatabase = own.drop;
   // One connection: the statements it prepares, and the plans Postgres keeps for them, are its own.
   sql = createDatabase({ url: own.url, poolSize: 1 }).sql;
-  for (const table of ["delivery_outbox", "scheduled_deliveries"]) {
-    await sql`alter table ${sql(table)} set (autovacuum_enabled = off)`;
+  for (const table of TABLES) await sql`alter table ${sql(table)} set (autovacuum_enabled = off)`;
+});
+
+// Before each test, the tables empty and vacuumed (statistics of empty tables, no dead entries),
+// and then an idle service's passes and polls, so that what Postgres keeps is made there: a vacuum
+// makes it plan again, so this is done again for every test, after the last one's vacuum.
+beforeEach(async () => {
+  for (const table of TABLES) {
+    await sql`delete from ${sql(table)}`;
     await sql`vacuum analyze ${sql(table)}`;
   }
-  // An idle service's passes and polls: empty tables, then a message now and then.
+  await queue.obliterate({ force: true });
+  // Empty tables, then a message now and then.
   for (let i = 0; i < 10; i++) {
     await sql.begin((tx) => pass(tx as unknown as postgres.Sql, 100));
     await relayPass("main");
@@ -109,13 +118,6 @@ afterAll(async () => {
 });
 
 describe("the relay on an outbox that grew since its statements were first run", () => {
-  afterEach(async () => {
-    // Empty again, as a vacuum leaves it: no dead entries for the next test to step over.
-    await sql`delete from delivery_outbox`;
-    await sql`vacuum delivery_outbox`;
-    await queue.obliterate({ force: true });
-  });
-
   it("probes each organization's rows by the turns index, not the tier's every row", async () => {
     // A backlog: 40 organizations with 2,000 waiting rows each.
     await backlog(
@@ -166,12 +168,6 @@ describe("the relay on an outbox that grew since its statements were first run",
 });
 
 describe("the scheduled sends on a table that filled since their statements were first run", () => {
-  afterEach(async () => {
-    await sql`delete from scheduled_deliveries`;
-    await sql`delete from delivery_outbox`;
-    await sql`vacuum scheduled_deliveries`;
-  });
-
   it("looks for what is due, and moves it, by the due index, not every send scheduled for later", async () => {
     // 50,000 sends scheduled for next week.
     await scheduled(50_000, "7 days");
