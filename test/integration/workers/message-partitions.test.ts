@@ -274,18 +274,22 @@ describe("the day partitions", () => {
       // Meanwhile a message of that day is accepted.
       const late = uuidv7({ msecs: at });
       let settled = false;
-      const inserting = addMessage(late, at, writer).finally(() => {
-        settled = true;
-      });
+      // Its outcome taken at once: a refusal that came while the test awaits something else would
+      // otherwise be an unhandled rejection.
+      const inserting = addMessage(late, at, writer)
+        .then(
+          () => "inserted",
+          (error: { code?: string }) => error.code,
+        )
+        .finally(() => {
+          settled = true;
+        });
       await until(async () => settled || (await waiting("insert into message_events")));
       release();
       await read;
 
       expect(await creating).toEqual([{ created: 1 }]);
-      const inserted = await inserting.then(
-        () => "inserted",
-        (error: { code?: string }) => error.code,
-      );
+      const inserted = await inserting;
       // Then the step for messages.
       expect(await creator`select create_message_partition('messages', ${day}::date) as created`).toEqual([
         { created: 1 },
