@@ -153,6 +153,16 @@ join webhook_endpoints w on w.id = c.endpoint_id
 join messages m on m.message_id = c.message_id
 join message_events ev on ev.message_id = c.message_id and ev.seq = c.seq`;
 
+/**
+ * Gives back leases a claim took (`$1` the deliveries, `$2` their leases, as text: the client has
+ * no serializer of its own for a bigint), those still held by it. Planned at each call, as the
+ * claim is (a table used as a queue).
+ */
+const RELEASE = `
+update webhook_deliveries d set leased_until = null
+from unnest($1::text[], $2::text[]) as l(id, leased_until)
+where d.id = l.id::bigint and d.leased_until = l.leased_until::timestamptz`;
+
 interface LeaseRow {
   id: string | number;
   leased_until: string;
@@ -205,11 +215,22 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
     after ?? "00000000-0000-0000-0000-000000000000",
   ]);
   if (leases.length === 0) return { deliveries: [], cursor: after };
-  const details = await runStatement<DetailsRow[]>(sql, CLAIMED_DETAILS, [
-    leases.map((lease) => lease.message_id),
-    leases.map((lease) => lease.seq),
-    leases.map((lease) => lease.endpoint_id),
-  ]);
+  let details: DetailsRow[];
+  try {
+    details = await runStatement<DetailsRow[]>(sql, CLAIMED_DETAILS, [
+      leases.map((lease) => lease.message_id),
+      leases.map((lease) => lease.seq),
+      leases.map((lease) => lease.endpoint_id),
+    ]);
+  } catch (error) {
+    // The leases have committed: given back, where Postgres still answers, the deliveries go at
+    // the next claim instead of when their leases run out.
+    await runStatementPlannedEachTime(sql, RELEASE, [
+      leases.map((lease) => String(lease.id)),
+      leases.map((lease) => lease.leased_until),
+    ]).catch(() => {});
+    throw error;
+  }
   const byOrdinal = new Map(details.map((row) => [row.ord, row]));
   // A delivery whose message, event or endpoint is gone meanwhile is left leased, as the one
   // statement's join left it before: its lease runs out (an endpoint's deletion purges it).
@@ -448,15 +469,17 @@ export async function settleDeliveries(
     attempts_before: s.attemptsBefore,
     leased_until: s.leasedUntil,
   }));
-  const rows = await runStatement<Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>>(
-    sql,
-    SETTLE,
-    [
-      JSON.stringify(attempts),
-      JSON.stringify(endpointSummaries(unique)),
-      options.now.toISOString(),
-      options.failingDisableMs,
-    ],
-  );
+  // Planned at each call (src/store/statement.ts), as the claim is: a plan kept from settles of a
+  // quiet spell, made with the table empty, reads the table whole once a burst has filled it
+  // (test/integration/store/webhook-settle-plans.test.ts). The dispatcher settles at most once
+  // every MIN_SETTLE_GAP_MS (20 ms), so this costs at most 50 plannings a second, whatever the load.
+  const rows = await runStatementPlannedEachTime<
+    Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>
+  >(sql, SETTLE, [
+    JSON.stringify(attempts),
+    JSON.stringify(endpointSummaries(unique)),
+    options.now.toISOString(),
+    options.failingDisableMs,
+  ]);
   return rows.flatMap((row) => (row.disabled ? [{ endpointId: row.endpoint_id, reason: row.disabled }] : []));
 }

@@ -21,11 +21,13 @@ const organizationId = randomUUID();
 const endpoints = { healthy: randomUUID(), gone: randomUUID() };
 
 let dropOwnDatabase: () => Promise<void> = async () => {};
+let ownUrl = "";
 let sql: postgres.Sql;
 
 beforeAll(async () => {
   const own = await createOwnDatabase("webhook_settle_plans");
   dropOwnDatabase = own.drop;
+  ownUrl = own.url;
   // The service's own client: its JSON parameters go as they are given (drizzle's setting).
   sql = createDatabase({ url: own.url, poolSize: 1 }).sql;
   await sql`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Settle', true)`;
@@ -51,7 +53,11 @@ afterAll(async () => {
 });
 
 /** Claims deliveries as the dispatcher does (a lease), returning each with its lease. */
-async function leased(endpointId: string, count: number) {
+function leased(endpointId: string, count: number) {
+  return leasedOn(sql, endpointId, count);
+}
+
+async function leasedOn(sql: postgres.Sql, endpointId: string, count: number) {
   return sql<Array<{ id: string; leased_until: string }>>`
     update webhook_deliveries set leased_until = now() + interval '30 seconds'
     where id in (select id from webhook_deliveries where endpoint_id = ${endpointId} and leased_until is null
@@ -130,5 +136,59 @@ describe("a settle of webhook attempts in a table of mostly dead rows", () => {
     const [endpoint] = await sql<Array<{ enabled: boolean; disabled_reason: string }>>`
       select enabled, disabled_reason from webhook_endpoints where id = ${endpoints.gone}`;
     expect(endpoint).toEqual({ enabled: false, disabled_reason: "gone" });
+  });
+});
+
+/**
+ * The same settle on a connection whose kept plan was made while the table was empty: a vacuum of
+ * a drained table leaves it no page and statistics that say so, and the settles of a quiet spell
+ * (a few deliveries each) then make Postgres keep the cheapest plan through nothing, a sequential
+ * scan, which it would still run once a burst filled the table (until the next analyze).
+ */
+describe("a settle on a delivery table that filled since the settle was first run", () => {
+  let quiet: postgres.Sql;
+
+  beforeAll(async () => {
+    await sql`delete from webhook_deliveries`;
+    await sql`vacuum analyze webhook_deliveries`;
+    // A connection of its own: its kept plans are made here, not by the tests above.
+    quiet = createDatabase({ url: ownUrl, poolSize: 1 }).sql;
+    for (let i = 0; i < 10; i++) {
+      await quiet`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+        select ${endpoints.healthy}, ${organizationId}, gen_random_uuid(), 1, 'message.succeeded', now()
+        from generate_series(1, 2)`;
+      const rows = await leasedOn(quiet, endpoints.healthy, 2);
+      await settleDeliveries(
+        quiet,
+        rows.map((row) => settlement(endpoints.healthy, row, i % 2 === 0 ? "delivered" : "retry")),
+        options(),
+      );
+      await quiet`delete from webhook_deliveries`;
+    }
+  });
+
+  afterAll(async () => {
+    await quiet?.end();
+  });
+
+  it("still finds its rows by their ids once the table holds 20,000", async () => {
+    await quiet`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+      select ${endpoints.healthy}, ${organizationId}, gen_random_uuid(), 1, 'message.succeeded', now()
+      from generate_series(1, 20000)`;
+    const delivered = await leasedOn(quiet, endpoints.healthy, 20);
+    const retried = await leasedOn(quiet, endpoints.healthy, 10);
+    const scans = await scansDuring(quiet, "webhook_deliveries", (tx) =>
+      settleDeliveries(
+        tx,
+        [
+          ...delivered.map((row) => settlement(endpoints.healthy, row, "delivered")),
+          ...retried.map((row) => settlement(endpoints.healthy, row, "retry")),
+        ],
+        options(),
+      ),
+    );
+    expect(scans.seq_scan).toBe(0);
+    const [left] = await quiet<Array<{ n: number }>>`select count(*)::int as n from webhook_deliveries`;
+    expect(left?.n).toBe(20000 - 20);
   });
 });
