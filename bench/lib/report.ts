@@ -447,7 +447,7 @@ function receiptsLine(r: Receipts): string {
   const latency =
     r.received === 0
       ? "**no receipts**: no event→receipt latency to report"
-      : `event→receipt p50 ${fmt(r.eventToReceiptMs.p50, 1)} ms, **p99 ${fmt(r.eventToReceiptMs.p99, 1)} ms**, max ${fmt(r.eventToReceiptMs.max, 1)} ms`;
+      : `event→receipt p50 ${fmt(r.eventToReceiptMs.p50, 1)} ms, **p99 ${fmt(r.eventToReceiptMs.p99, 1)} ms**, max ${fmt(r.eventToReceiptMs.max, 1)} ms (an endpoint's p50 ${fmt(r.endpointP50Ms.lowest, 1)} to ${fmt(r.endpointP50Ms.highest, 1)} ms)`;
   return (
     `receipts: ${fmt(r.received)} of ${fmt(r.expected)} final events delivered at least once` +
     `${r.allWithinBound ? "" : ` (**${fmt(r.expected - r.received)} missing** ${r.boundS} s after the last final event)`}, ` +

@@ -44,6 +44,11 @@ export interface ReceiptSummary {
   duplicates: number;
   /** receive time − the event's `timestamp`, over each expected event's first delivery. */
   eventToReceiptMs: { p50: number; p99: number; max: number };
+  /**
+   * The same latency's median for each path (endpoint), at its highest and lowest: far apart, some
+   * endpoints wait while others are served (a claim that does not take the endpoints in turn).
+   */
+  endpointP50Ms: { lowest: number; highest: number };
   /** When the last expected event's first delivery arrived (ms since the epoch); null: none did. */
   lastReceiptAt: number | null;
   /** Requests to the healthy paths that are not expected events (warm-up messages, other paths). */
@@ -175,7 +180,7 @@ function rpc(child: ChildProcess): (request: Request) => Promise<unknown> {
 function runReceiver(): void {
   const now = () => performance.timeOrigin + performance.now();
   /** First delivery of each event: receive time and the event's own time, and how many came. */
-  const receipts = new Map<string, { receivedAt: number; eventAt: number; count: number }>();
+  const receipts = new Map<string, { receivedAt: number; eventAt: number; count: number; path: string }>();
   let expected = new Set<string>();
   const paths = new Set<string>();
   const verifiers = new Map<string, Webhook>();
@@ -222,7 +227,7 @@ function runReceiver(): void {
     const key = `${messageId}:${seq}`;
     const seen = receipts.get(key);
     if (seen) seen.count++;
-    else receipts.set(key, { receivedAt, eventAt, count: 1 });
+    else receipts.set(key, { receivedAt, eventAt, count: 1, path });
   };
 
   const server = createTcpServer((socket) => {
@@ -273,16 +278,29 @@ function runReceiver(): void {
         let duplicates = 0;
         let lastReceiptAt: number | null = null;
         let otherRequests = 0;
+        const byPath = new Map<string, number[]>();
         for (const [key, receipt] of receipts) {
           if (!expected.has(key)) {
             otherRequests += receipt.count;
             continue;
           }
-          latencies.push(receipt.receivedAt - receipt.eventAt);
+          const latency = receipt.receivedAt - receipt.eventAt;
+          latencies.push(latency);
+          const ofPath = byPath.get(receipt.path);
+          if (ofPath) ofPath.push(latency);
+          else byPath.set(receipt.path, [latency]);
           duplicates += receipt.count - 1;
           lastReceiptAt = Math.max(lastReceiptAt ?? 0, receipt.receivedAt);
         }
         latencies.sort((a, b) => a - b);
+        const pathMedians = [...byPath.values()]
+          .map((list) =>
+            percentile(
+              list.sort((a, b) => a - b),
+              50,
+            ),
+          )
+          .sort((a, b) => a - b);
         const held = [...hanging.heldMs].sort((a, b) => a - b);
         const round = (v: number) => Math.round(v * 10) / 10;
         return {
@@ -293,6 +311,10 @@ function runReceiver(): void {
             p50: round(percentile(latencies, 50)),
             p99: round(percentile(latencies, 99)),
             max: round(latencies.at(-1) ?? Number.NaN),
+          },
+          endpointP50Ms: {
+            lowest: round(pathMedians[0] ?? Number.NaN),
+            highest: round(pathMedians.at(-1) ?? Number.NaN),
           },
           lastReceiptAt: lastReceiptAt === null ? null : Math.round(lastReceiptAt),
           otherRequests,

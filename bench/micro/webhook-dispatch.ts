@@ -69,7 +69,7 @@ async function main(): Promise<void> {
       newId: uuidv7,
       now: () => new Date(),
       random: Math.random,
-      concurrency: Number(process.env.WEBHOOK_CONCURRENCY ?? 64),
+      concurrency: Number(process.env.WEBHOOK_CONCURRENCY ?? 128),
       endpointConcurrency: Number(process.env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 4),
     });
     const results: string[] = [];

@@ -429,7 +429,7 @@ export const configSchema = z.object({
     .pipe(z.string().regex(HOST_PATTERNS, HOST_PATTERNS_MESSAGE).optional())
     .transform((list): readonly string[] => (list ? hostList(list) : [])),
   /** Webhook attempts one worker has in flight at most, to every endpoint together (docs/decisions/0036). */
-  WEBHOOK_CONCURRENCY: int(1, 10_000).default(64),
+  WEBHOOK_CONCURRENCY: int(1, 10_000).default(128),
   /** Webhook attempts one worker has in flight to one endpoint at most: a slow endpoint holds no more. */
   WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 100).default(4),
   /**

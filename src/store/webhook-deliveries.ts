@@ -107,12 +107,18 @@ visits as (
   select v.endpoint_id, $2::integer - coalesce(($3::jsonb ->> v.endpoint_id::text)::integer, 0) as slots
   from (select endpoint_id from after_cursor union all select endpoint_id from up_to_cursor) v
 ),
+-- The endpoints are taken in their visiting order: nothing but the lateral subquery is joined to
+-- the visits, so the plan is a nested loop over them in that order whatever Postgres estimates.
+-- (The endpoint's enabled check was a join of its own once: planned with the values, Postgres
+-- hashed the visits and read them in the endpoints table's order, so the endpoints stored last
+-- waited seconds while those stored first took every slot.)
 claimed as (
   select c.id from visits v
   cross join lateral (
     select d.id from webhook_deliveries d
     where d.endpoint_id = v.endpoint_id and d.next_attempt_at <= now()
       and (d.leased_until is null or d.leased_until <= now())
+      and exists (select 1 from webhook_endpoints w where w.id = v.endpoint_id and w.enabled)
       -- One message's events go out in seq order: not while an earlier one is untried or in flight.
       and not exists (
         select 1 from webhook_deliveries p
@@ -122,13 +128,14 @@ claimed as (
     limit greatest(v.slots, 0)
     for update skip locked) c
   where v.slots > 0
-    and exists (select 1 from webhook_endpoints w where w.id = v.endpoint_id and w.enabled)
   limit $1::integer
 ),
 leased as (
-  -- Only an unindexed column: a HOT update, no index entry written.
+  -- Only an unindexed column: a HOT update, no index entry written. The rows are found by their
+  -- ids through an array, as the settle's are: joined to the claimed rows instead, Postgres may
+  -- read the whole table (mostly dead rows between two vacuums) to hash it.
   update webhook_deliveries d set leased_until = now() + $4::integer * interval '1 millisecond'
-  from claimed c where d.id = c.id
+  where d.id = any(array(select id from claimed))
   returning d.id, d.endpoint_id, d.organization_id, d.message_id, d.seq, d.event_type, d.event_at, d.attempts,
     d.leased_until
 )

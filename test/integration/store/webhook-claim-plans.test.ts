@@ -64,3 +64,36 @@ describe("a claim on a delivery table that filled since the claim was first run"
     expect(scans.idx_tup_read).toBeLessThan(1000);
   });
 });
+
+describe("the endpoints a claim visits", () => {
+  it("are those after the cursor, in the order of their ids, whatever plan Postgres makes", async () => {
+    await sql`delete from webhook_deliveries`;
+    await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+      select e, ${organizationId}, gen_random_uuid(), 1, 'message.succeeded', now()
+      from unnest(${endpoints}::uuid[]) e cross join generate_series(1, 10)`;
+    // The endpoints were stored in another order than their ids'.
+    const byId = [...endpoints].sort();
+    expect(endpoints).not.toEqual(byId);
+    // A claim of 64 at 4 an endpoint: 16 endpoints. (Their messages are not in this database, so
+    // the claim hands out no delivery: what it leased is read from the table.)
+    const claimAfter = (after: string | null) =>
+      claimDueDeliveries(sql, { limit: 64, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after });
+    const leasedByEndpoint = async () =>
+      Object.fromEntries(
+        (
+          await sql<Array<{ endpoint_id: string; n: number }>>`
+            select endpoint_id, count(*)::int as n from webhook_deliveries where leased_until is not null
+            group by endpoint_id`
+        ).map((row) => [row.endpoint_id, row.n]),
+      );
+    const expected: Record<string, number> = {};
+    await claimAfter(null);
+    for (const id of byId.slice(0, 16)) expected[id] = 4;
+    expect(await leasedByEndpoint()).toEqual(expected);
+    // From the 41st: the last ten, then round the circle to the first six, which have rows left.
+    await claimAfter(byId[39] as string);
+    for (const id of byId.slice(40)) expected[id] = 4;
+    for (const id of byId.slice(0, 6)) expected[id] = 8;
+    expect(await leasedByEndpoint()).toEqual(expected);
+  });
+});
