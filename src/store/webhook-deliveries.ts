@@ -478,8 +478,9 @@ export async function settleDeliveries(
   }));
   // Planned at each call (src/store/statement.ts), as the claim is: a plan kept from settles of a
   // quiet spell, made with the table empty, reads the table whole once a burst has filled it
-  // (test/integration/store/webhook-settle-plans.test.ts). The dispatcher settles at most once
-  // every MIN_SETTLE_GAP_MS (20 ms), so this costs at most 50 plannings a second, whatever the load.
+  // (test/integration/store/webhook-settle-plans.test.ts). A worker's dispatcher settles its
+  // batches at most once every MIN_SETTLE_GAP_MS (20 ms), so this costs it at most 50 plannings a
+  // second, whatever the load (more only while a failing batch is settled an outcome at a time).
   const rows = await runStatementPlannedEachTime<
     Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>
   >(sql, SETTLE, [
