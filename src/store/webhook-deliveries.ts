@@ -108,10 +108,8 @@ visits as (
   from (select endpoint_id from after_cursor union all select endpoint_id from up_to_cursor) v
 ),
 -- The endpoints are taken in their visiting order: nothing but the lateral subquery is joined to
--- the visits, so the plan is a nested loop over them in that order whatever Postgres estimates.
--- (The endpoint's enabled check was a join of its own once: planned with the values, Postgres
--- hashed the visits and read them in the endpoints table's order, so the endpoints stored last
--- waited seconds while those stored first took every slot.)
+-- the visits (the enabled check is inside it), so the plan is a nested loop over them in that
+-- order whatever Postgres estimates (docs/decisions/0036, "Found later").
 claimed as (
   select c.id from visits v
   cross join lateral (
@@ -161,9 +159,9 @@ join messages m on m.message_id = c.message_id
 join message_events ev on ev.message_id = c.message_id and ev.seq = c.seq`;
 
 /**
- * Gives back leases a claim took (`$1` the deliveries, `$2` their leases, as text: the client has
- * no serializer of its own for a bigint), those still held by it. Planned at each call, as the
- * claim is (a table used as a queue).
+ * Gives back leases a claim took (`$1` the deliveries' ids, `$2` their leases as the claim read
+ * them, both as text), those the rows still hold: a lease another worker took since is a later
+ * one and stays. Planned at each call, as the claim is (a table used as a queue).
  */
 const RELEASE = `
 update webhook_deliveries d set leased_until = null
@@ -199,15 +197,16 @@ interface DetailsRow {
 }
 
 /**
- * Claims due deliveries, in one statement (and reads what their POSTs need in a second): visiting the endpoints with deliveries round the circle
- * from `after`, for each enabled one up to its free slots (`perEndpoint` less what this process has
+ * Claims due deliveries, in one statement (and reads what their POSTs need in a second): visiting
+ * the endpoints with deliveries round the circle from `after`, for each enabled one up to its free slots (`perEndpoint` less what this process has
  * in flight to it), oldest first, skipping rows another process holds (`FOR UPDATE SKIP LOCKED`),
  * at most `limit` in all; and leases them (`leased_until = now() + leaseMs`), so that if this
  * process dies mid-attempt another retries them once the lease is over (at least once). A delivery
  * waits while an earlier event of its message to the same endpoint is untried or in flight
  * (`attempts = 0`); once that one has failed, the later ones are not held back (receivers drop
  * stale events by `seq`). A disabled endpoint's deliveries are not claimed (disabling it drops
- * them; the purge drops any written meanwhile).
+ * them; the purge drops any written meanwhile). If the second statement fails, the leases are
+ * given back (where Postgres still answers) before the error is thrown.
  */
 export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions): Promise<Claim> {
   const after = options.after ?? null;
@@ -231,7 +230,8 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
     ]);
   } catch (error) {
     // The leases have committed: given back, where Postgres still answers, the deliveries go at
-    // the next claim instead of when their leases run out.
+    // the next claim instead of when their leases run out. (Waited for: bounded by the client's
+    // connect and statement time-outs.)
     await runStatementPlannedEachTime(sql, RELEASE, [
       leases.map((lease) => String(lease.id)),
       leases.map((lease) => lease.leased_until),
@@ -480,7 +480,8 @@ export async function settleDeliveries(
   // quiet spell, made with the table empty, reads the table whole once a burst has filled it
   // (test/integration/store/webhook-settle-plans.test.ts). A worker's dispatcher settles its
   // batches at most once every MIN_SETTLE_GAP_MS (20 ms), so this costs it at most 50 plannings a
-  // second, whatever the load (more only while a failing batch is settled an outcome at a time).
+  // second, whatever the load (more only while a failing batch is settled an outcome at a time, and
+  // at shutdown).
   const rows = await runStatementPlannedEachTime<
     Array<{ endpoint_id: string; disabled: "gone" | "failing" | null }>
   >(sql, SETTLE, [
