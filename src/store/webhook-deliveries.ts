@@ -198,9 +198,9 @@ interface DetailsRow {
 
 /**
  * Claims due deliveries, in one statement (and reads what their POSTs need in a second): visiting
- * the endpoints with deliveries round the circle from `after`, for each enabled one up to its free slots (`perEndpoint` less what this process has
- * in flight to it), oldest first, skipping rows another process holds (`FOR UPDATE SKIP LOCKED`),
- * at most `limit` in all; and leases them (`leased_until = now() + leaseMs`), so that if this
+ * the endpoints with deliveries round the circle from `after`, for each enabled one up to its free
+ * slots (`perEndpoint` less what this process has in flight to it), oldest first, skipping rows
+ * another process holds (`FOR UPDATE SKIP LOCKED`), at most `limit` in all; and leases them (`leased_until = now() + leaseMs`), so that if this
  * process dies mid-attempt another retries them once the lease is over (at least once). A delivery
  * waits while an earlier event of its message to the same endpoint is untried or in flight
  * (`attempts = 0`); once that one has failed, the later ones are not held back (receivers drop

@@ -23,8 +23,9 @@ const endpoints = Array.from({ length: 50 }, () => randomUUID());
 let dropOwnDatabase: () => Promise<void> = async () => {};
 let sql: postgres.Sql;
 
-const claim = (tx: postgres.Sql) =>
-  claimDueDeliveries(tx, { limit: 100, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after: null });
+/** A claim as the dispatcher makes it, at 4 slots an endpoint, with nothing in flight. */
+const claim = (tx: postgres.Sql, limit = 100, after: string | null = null) =>
+  claimDueDeliveries(tx, { limit, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after });
 
 beforeAll(async () => {
   const own = await createOwnDatabase("webhook_claim_plans");
@@ -76,8 +77,6 @@ describe("the endpoints a claim visits", () => {
     expect(endpoints).not.toEqual(byId);
     // A claim of 64 at 4 an endpoint: 16 endpoints. (Their messages are not in this database, so
     // the claim hands out no delivery: what it leased is read from the table.)
-    const claimAfter = (after: string | null) =>
-      claimDueDeliveries(sql, { limit: 64, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after });
     const leasedByEndpoint = async () =>
       Object.fromEntries(
         (
@@ -87,11 +86,11 @@ describe("the endpoints a claim visits", () => {
         ).map((row) => [row.endpoint_id, row.n]),
       );
     const expected: Record<string, number> = {};
-    await claimAfter(null);
+    await claim(sql, 64);
     for (const id of byId.slice(0, 16)) expected[id] = 4;
     expect(await leasedByEndpoint()).toEqual(expected);
     // From the 41st: the last ten, then round the circle to the first six, which have rows left.
-    await claimAfter(byId[39] as string);
+    await claim(sql, 64, byId[39] as string);
     for (const id of byId.slice(40)) expected[id] = 4;
     for (const id of byId.slice(0, 6)) expected[id] = 8;
     expect(await leasedByEndpoint()).toEqual(expected);
@@ -107,15 +106,7 @@ describe("the lease of the rows a claim takes", () => {
       select e, ${organizationId}, gen_random_uuid(), 1, 'message.succeeded', now()
       from unnest(${endpoints}::uuid[]) e cross join generate_series(1, 40)`;
     await sql`analyze webhook_deliveries`;
-    const scans = await scansDuring(sql, "webhook_deliveries", (tx) =>
-      claimDueDeliveries(tx, {
-        limit: 64,
-        perEndpoint: 4,
-        inFlight: new Map(),
-        leaseMs: 30_000,
-        after: null,
-      }),
-    );
+    const scans = await scansDuring(sql, "webhook_deliveries", (tx) => claim(tx, 64));
     const [leased] = await sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries where leased_until is not null`;
     expect(leased?.n).toBe(64);

@@ -35,34 +35,23 @@ afterAll(async () => {
   await dropOwnDatabase();
 });
 
+const claim = () =>
+  claimDueDeliveries(sql, { limit: 10, perEndpoint: 10, inFlight: new Map(), leaseMs: 30_000, after: null });
+
 describe("a claim whose read of the deliveries' details fails", () => {
   it("fails, and gives back the leases it took", async () => {
     const leased = () => sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries where leased_until is not null`;
     await sql`alter table messages rename to messages_away`;
     try {
-      await expect(
-        claimDueDeliveries(sql, {
-          limit: 10,
-          perEndpoint: 10,
-          inFlight: new Map(),
-          leaseMs: 30_000,
-          after: null,
-        }),
-      ).rejects.toThrow(/messages/);
+      await expect(claim()).rejects.toThrow(/messages/);
     } finally {
       await sql`alter table messages_away rename to messages`;
     }
     expect((await leased())[0]?.n).toBe(0);
     // The next claim leases them all again (their messages are not in this database, so it hands
     // out none, as for deliveries whose messages are gone).
-    await claimDueDeliveries(sql, {
-      limit: 10,
-      perEndpoint: 10,
-      inFlight: new Map(),
-      leaseMs: 30_000,
-      after: null,
-    });
+    await claim();
     expect((await leased())[0]?.n).toBe(5);
   });
 });
