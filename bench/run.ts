@@ -31,6 +31,7 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
  *   --profile   (web and worker run with --cpu-prof; see bench/profile-summary.ts)
  *   --suppressions 100000  (entries on the suppression list before each scenario; default 0)
+ *   --past-days 90  (day partitions of both tables made back to that day, as retention keeps them; default 0)
  * BENCH_APP_DIR=<a built checkout> runs that service instead of this one (a "before" baseline).
  */
 const SCENARIOS = [
@@ -66,6 +67,7 @@ const { values } = parseArgs({
     otp: { type: "string", default: "500" },
     "webhook-rate": { type: "string", default: "200" },
     suppressions: { type: "string", default: "0" },
+    "past-days": { type: "string", default: "0" },
     profile: { type: "boolean", default: false },
   },
 });
@@ -100,6 +102,7 @@ const settings: Settings = {
   otpRatePerS: 50,
   webhookRatePerS: Number(values["webhook-rate"]),
   suppressions: Number(values.suppressions),
+  pastDays: Number(values["past-days"]),
 };
 
 async function serverVersions(): Promise<Record<string, string>> {
@@ -140,6 +143,7 @@ async function main(): Promise<void> {
       otpRatePerS: settings.otpRatePerS,
       ...(selected.has("webhooks-hanging") ? { webhookRatePerS: settings.webhookRatePerS } : {}),
       ...(settings.suppressions ? { suppressions: settings.suppressions } : {}),
+      ...(settings.pastDays ? { pastDays: settings.pastDays } : {}),
     },
     results: {},
     loadAverageAtEnd: [],

@@ -6,10 +6,13 @@ import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppressio
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
+import { createDayTables, onDayTables, oneDayOf } from "../src/store/day-partitions.js";
 import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
+
+export { PARTITION_READY_RECHECK_MS } from "../src/store/day-partitions.js";
+
 import { runStatement } from "../src/store/statement.js";
-import { eventsPartitionOf } from "./message-partitions.js";
 
 /** A message as the delivery worker loads it. */
 export interface DeliveryLoad {
@@ -110,83 +113,29 @@ export const LOAD_FOR_DELIVERY = `select ${EVENT_SELECT_WITHOUT_INDEXES},
   order by e.message_id, e.seq`;
 
 /**
- * The day partition a load may read `id`'s events from by name: a UUIDv7's. Another version's
- * bits name a random day, whose table seldom exists (its rows are found through the parent).
- */
-function dayTableOf(id: string): string | undefined {
-  return id[14] === "7" ? eventsPartitionOf(id) : undefined;
-}
-
-/**
- * Rows a day partition's statistics must count before a load reads it by name. The statement on
- * the partition is prepared per connection, and Postgres may keep one plan for it, made from the
- * table's statistics of that moment (it did, for loads of one id and of a hundred in turn: a plan
- * for an array of unknown length costs about what their average did). Made while the day's table
- * was empty, that plan was a sequential scan, kept as the table grew
- * (`test/integration/store/load-plans.test.ts`). From this size on, the plan is the primary key's
- * and stays right as the table grows. Until autovacuum's ANALYZE has counted as much (the first
- * minutes of a day, or a quiet day), the load reads the parent, planned at every execution from
- * the partitions' actual sizes.
- */
-const READY_PARTITION_ROWS = 1_000;
-
-/** How long a day partition found not ready is not asked about again. */
-export const PARTITION_READY_RECHECK_MS = 5_000;
-
-/** The rows the statistics count in a table (-1: never analysed), none for a table that does not exist. */
-const PARTITION_ROWS = "select reltuples::float8 as rows from pg_class where oid = to_regclass($1)";
-
-/**
  * The rows of {@link LOAD_FOR_DELIVERY} for `ids`, read from their day's table by name when they
- * are all of one UTC day (nearly always) and the table is ready ({@link READY_PARTITION_ROWS}).
- * The statement on the parent is planned at every execution, its array of ids pruning the day
- * partitions while planning, a hundred of them with a 90-day retention; on the partition there is
- * nothing to prune. Ids of several days, of a day whose table is not ready (still young, or not
- * made: the ids are in the default partition, or past retention), of no day or of another UUID
- * version read the parent.
+ * are all UUIDv7s of one UTC day (nearly always) and the table is ready
+ * (src/store/day-partitions.ts). The statement on the parent is planned at every execution, its
+ * array of ids pruning the day partitions while planning, a hundred of them with a 90-day
+ * retention; on the partition there is nothing to prune. Ids of several days, of a day whose
+ * table is not ready (still young, or not made: the ids are in the default partition, or past
+ * retention), of no day or of another UUID version read the parent.
  */
 export function rowsFromPartitions(
   sql: SqlClient,
   now: () => number = Date.now,
 ): (ids: string[]) => Promise<LoadRow[]> {
-  /** Each day table asked about: its statement once ready (for good), or not ready until a time. */
-  const tables = new Map<string, { statement?: string; askAfter: number }>();
-  const asking = new Map<string, Promise<string | undefined>>();
-  const ask = async (table: string): Promise<string | undefined> => {
-    const [row] = await runStatement<Array<{ rows: number }>>(sql, PARTITION_ROWS, [table]);
-    const statement =
-      row !== undefined && row.rows >= READY_PARTITION_ROWS
-        ? LOAD_FOR_DELIVERY.replace("from message_events e", `from ${table} e`)
-        : undefined;
-    if (tables.size >= 1_000) tables.clear();
-    tables.set(table, {
-      statement,
-      askAfter: statement ? Number.POSITIVE_INFINITY : now() + PARTITION_READY_RECHECK_MS,
-    });
-    return statement;
-  };
-  /** The statement on `table` if it is ready. */
-  const statementOn = (table: string): string | undefined | Promise<string | undefined> => {
-    const known = tables.get(table);
-    if (known && known.askAfter > now()) return known.statement;
-    let answer = asking.get(table);
-    if (!answer) {
-      answer = ask(table).finally(() => asking.delete(table));
-      asking.set(table, answer);
-    }
-    return answer;
-  };
+  const dayTables = createDayTables(sql, now);
   return async (ids) => {
-    const table = dayTableOf(ids[0] as string);
-    const oneDay = table !== undefined && ids.every((id) => dayTableOf(id) === table);
-    const statement = oneDay ? await statementOn(table) : undefined;
-    if (statement !== undefined) {
+    const day = oneDayOf(ids);
+    const tables = day === undefined ? undefined : [`message_events_p${day}`];
+    if (tables && (await dayTables.ready(tables))) {
       try {
-        return await runStatement<LoadRow[]>(sql, statement, [ids]);
+        return await runStatement<LoadRow[]>(sql, onDayTables(LOAD_FOR_DELIVERY, day as string), [ids]);
       } catch (error) {
         // Dropped since (retention): asked about again at the next load.
         if (!isUndefinedTable(error)) throw error;
-        tables.delete(table as string);
+        dayTables.forget(tables);
       }
     }
     return runStatement<LoadRow[]>(sql, LOAD_FOR_DELIVERY, [ids]);

@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { partitionDayOf } from "../src/store/day-partitions.js";
 
 /**
  * The partitions of `message_events` and `messages` (docs/decisions/0042), kept by every worker
@@ -8,10 +9,6 @@ import type postgres from "postgres";
  * an advisory lock, so workers running this at once take turns (the second finds nothing to do).
  */
 
-const EARLIEST_DAY_MS = Date.UTC(2000, 0, 1);
-/** The last millisecond of 9999-12-31. */
-const LATEST_DAY_MS = Date.UTC(10000, 0, 1) - 1;
-
 /**
  * The day partition of `message_events` that holds the events of message `id` if it exists: the
  * UTC day of the id's first 48 bits (a UUIDv7's milliseconds, as migration 0018's
@@ -19,9 +16,8 @@ const LATEST_DAY_MS = Date.UTC(10000, 0, 1) - 1;
  * Undefined for an id whose bits name no day between 2000 and 9999 (another version's random bits).
  */
 export function eventsPartitionOf(id: string): string | undefined {
-  const ms = Number.parseInt(`${id.slice(0, 8)}${id.slice(9, 13)}`, 16);
-  if (!(ms >= EARLIEST_DAY_MS && ms <= LATEST_DAY_MS)) return undefined;
-  return `message_events_p${new Date(ms).toISOString().slice(0, 10).replaceAll("-", "")}`;
+  const day = partitionDayOf(id);
+  return day === undefined ? undefined : `message_events_p${day}`;
 }
 
 /** Days of partitions made ahead of today: a week without a worker before an id lands in the default partition. */

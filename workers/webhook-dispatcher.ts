@@ -12,6 +12,7 @@ import { type OpenedSecrets, openEndpointSecrets, sendWebhook, signersAt } from 
 import type { Logger } from "../src/runtime/logger.js";
 import type { AbortRequest, OutboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import type { WebhookSecrets } from "../src/runtime/webhook-secrets.js";
+import { createDayTables } from "../src/store/day-partitions.js";
 import {
   type ClaimedDelivery,
   type ClaimedEndpoint,
@@ -95,6 +96,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   const inFlightByEndpoint = new Map<string, number>();
   let inFlight = 0;
+  /** Which day partitions the claims' details may read by name (src/store/day-partitions.ts). */
+  const dayTables = createDayTables(deps.sql);
   const attempts = new Set<Promise<void>>();
   const outcomes: DeliverySettlement[] = [];
   /** The outcomes waiting to be settled whose slots stay taken until then (all but successes). */
@@ -440,6 +443,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
           inFlight: inFlightByEndpoint,
           leaseMs,
           after: cursor,
+          dayTables,
         });
         claimed = claim.deliveries;
         cursor = claim.cursor;

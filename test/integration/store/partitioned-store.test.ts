@@ -3,8 +3,10 @@ import postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { dropDatabase, ensureDatabase } from "../../../db/migrate.js";
+import { createDayTables } from "../../../src/store/day-partitions.js";
 import { LOAD_EVENTS } from "../../../src/store/events.js";
 import { FIND_RECORDS } from "../../../src/store/records.js";
+import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
 import {
   LOAD_FOR_DELIVERY,
   type LoadRow,
@@ -408,5 +410,68 @@ describe("the worker's load", () => {
       expect(result.statements).toEqual([expect.stringContaining("from message_events e")]);
     }
     expect(results[4]?.statements).toEqual([expect.stringContaining(`from message_events_p${dayOf(now)} e`)]);
+  });
+});
+
+describe("the webhook claim's details", () => {
+  beforeAll(async () => {
+    await admin`analyze messages`;
+    await admin`analyze message_events`;
+  });
+
+  /**
+   * Claims the deliveries of `messageIds` (every other delivery put off until tomorrow) through a
+   * connection of its own, with the process's knowledge of day tables; the claimed deliveries and
+   * the details statements sent.
+   */
+  async function claimOf(messageIds: string[]) {
+    await admin`update webhook_deliveries set next_attempt_at = now() + interval '1 day', leased_until = null`;
+    await admin`update webhook_deliveries set next_attempt_at = now() where message_id = any(${messageIds}::uuid[])`;
+    const sent: string[] = [];
+    const sql = postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      debug: (_connection, query) => sent.push(query),
+    });
+    try {
+      const claim = await claimDueDeliveries(sql, {
+        limit: 100,
+        perEndpoint: 100,
+        inFlight: new Map(),
+        leaseMs: 30_000,
+        dayTables: createDayTables(sql),
+      });
+      return {
+        deliveries: claim.deliveries,
+        statements: sent.filter((text) => text.includes("c.ord::integer")),
+      };
+    } finally {
+      await sql.end();
+    }
+  }
+
+  it("reads a ready day's tables by name when the messages are all of that day", async () => {
+    const todays = (
+      await admin<Array<{ id: string }>>`
+        select message_id as id from messages
+        where message_id > ${ids.today} and message_partition_day(message_id) = message_partition_day(${ids.today}::uuid)
+        order by message_id limit 3`
+    ).map((row) => row.id);
+    const { deliveries, statements } = await claimOf(todays);
+    expect(statements).toEqual([expect.stringContaining(`join messages_p${dayOf(now)} m`)]);
+    expect(statements[0]).toContain(`join message_events_p${dayOf(now)} ev`);
+    expect(deliveries.map((d) => d.messageId).sort()).toEqual([...todays].sort());
+    for (const delivery of deliveries) {
+      expect(delivery.event).toMatchObject({ type: "accepted", seq: 1 });
+      expect(delivery.message).toMatchObject({ channel: "sms", priority: "medium" });
+    }
+  });
+
+  it("reads the parent tables for messages of several days: the same details", async () => {
+    const { deliveries, statements } = await claimOf([ids.today, ids.threeDaysAgo]);
+    expect(statements).toEqual([expect.stringContaining("join messages m")]);
+    expect(deliveries.map((d) => d.messageId).sort()).toEqual([ids.today, ids.threeDaysAgo].sort());
+    for (const delivery of deliveries)
+      expect(delivery.message).toMatchObject({ channel: "sms", priority: "medium" });
   });
 });
