@@ -9,10 +9,10 @@ import type { ContentVault, Opener } from "../src/store/content.js";
 import { createDayTables, onDayTables, oneDayOf } from "../src/store/day-partitions.js";
 import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
-
-export { PARTITION_READY_RECHECK_MS } from "../src/store/day-partitions.js";
-
 import { runStatement } from "../src/store/statement.js";
+
+/** How long a day's table found not ready is not asked about again (tests and the benchmark wait on it). */
+export { PARTITION_READY_RECHECK_MS } from "../src/store/day-partitions.js";
 
 /** A message as the delivery worker loads it. */
 export interface DeliveryLoad {
