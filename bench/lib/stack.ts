@@ -36,10 +36,10 @@ export interface StackOptions {
   /** Entries put on the suppression list before each scenario, spread over the organizations (none: 0). */
   suppressions?: number;
   /**
-   * Day partitions made before each scenario for the days from this many days ago to the 15th
-   * (the migration makes the last 14 and the week ahead): a production database keeps about 100
-   * of each table at the default 90-day retention, and every statement that plans them all costs
-   * that much more to plan. None: 0.
+   * Day partitions made before each scenario for the days from this many days ago to yesterday
+   * (on a fresh database the migration makes today and the week ahead): a production database
+   * keeps about 100 of each table at the default 90-day retention, and every statement that plans
+   * them all costs that much more to plan. None: 0.
    */
   pastDays?: number;
 }
@@ -199,8 +199,8 @@ export class Stack {
     const code = await new Promise<number | null>((resolve) => release.child.once("exit", resolve));
     if (code !== 0) throw new Error(`release failed (${code}):\n${release.output()}`);
     const pastDays = this.#options.pastDays ?? 0;
-    if (pastDays > 15)
-      await this.sql`select create_message_partitions(current_date - ${pastDays}::int, current_date - 15)`;
+    if (pastDays > 0)
+      await this.sql`select create_message_partitions(current_date - ${pastDays}::int, current_date - 1)`;
     this.#workerMetricsPort = await freePort();
     await this.startWeb();
     this.organizations = await this.#onboard(ORGANIZATIONS);
