@@ -59,6 +59,33 @@ async function snapshot() {
   return { events: events.map((r) => r.row), records: records.map((r) => r.row) };
 }
 
+/**
+ * Messages of the given ids, each with three events (accepted, attempt started, success), sealed
+ * content and a blind index: in the day partitions of their ids (docs/decisions/0042).
+ */
+async function addMessages(messageIds: string[]) {
+  await admin`
+    with made as (select unnest(${messageIds}::uuid[]) as id),
+    events as (
+      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at,
+        content_enc, recipient_keys)
+      select id, ${organizationId}, s.seq, s.type, 0, jsonb_build_object('id', id) || s.data, now(),
+        case when s.seq = 1 then '\\xdeadbeef'::bytea end,
+        case when s.seq = 1 then array[md5(id::text)] end
+      from made cross join (values
+        (1, 'accepted', '{"channel":"sms","priority":"medium"}'::jsonb),
+        (2, 'pending', '{"kind":"attempt_started","attempt":1}'::jsonb),
+        (3, 'success', '{"attempt":1,"provider":"simulator","providerMessageId":"x"}'::jsonb)
+      ) as s(seq, type, data)
+    )
+    insert into messages (message_id, organization_id, product_id, channel, status, priority,
+      sender, retry_enabled, retry_count, version, created_at, updated_at, content_enc, recipient_keys,
+      delivery_state, delivery_updated_at)
+    select id, ${organizationId}, 'p', 'sms', 'success', 'medium', 'ACME', true, 0, 3, now(), now(),
+      '\\xdeadbeef'::bytea, array[md5(id::text)], 'delivered', now()
+    from made`;
+}
+
 /** Where each of the named messages' rows is: the partition of its event 1 and of its record. */
 async function partitionsOf(messageIds: string[]) {
   const rows = await admin<Array<{ message_id: string; events: string; record: string }>>`
@@ -90,26 +117,7 @@ beforeAll(async () => {
     insert into webhook_endpoints (id, organization_id, url, event_types, enabled, secret_sealed, created_at, updated_at)
     values (${randomUUID()}, ${organizationId}, 'https://hooks.example.com/', array['message.accepted'], true, '\\x00', now(), now())`;
   const filler = Array.from({ length: FILLER }, () => uuidv7());
-  await admin`
-    with made as (select unnest(${[...Object.values(ids), ...history, ...filler]}::uuid[]) as id),
-    events as (
-      insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at,
-        content_enc, recipient_keys)
-      select id, ${organizationId}, s.seq, s.type, 0, jsonb_build_object('id', id) || s.data, now(),
-        case when s.seq = 1 then '\\xdeadbeef'::bytea end,
-        case when s.seq = 1 then array[md5(id::text)] end
-      from made cross join (values
-        (1, 'accepted', '{"channel":"sms","priority":"medium"}'::jsonb),
-        (2, 'pending', '{"kind":"attempt_started","attempt":1}'::jsonb),
-        (3, 'success', '{"attempt":1,"provider":"simulator","providerMessageId":"x"}'::jsonb)
-      ) as s(seq, type, data)
-    )
-    insert into messages (message_id, organization_id, product_id, channel, status, priority,
-      sender, retry_enabled, retry_count, version, created_at, updated_at, content_enc, recipient_keys,
-      delivery_state, delivery_updated_at)
-    select id, ${organizationId}, 'p', 'sms', 'success', 'medium', 'ACME', true, 0, 3, now(), now(),
-      '\\xdeadbeef'::bytea, array[md5(id::text)], 'delivered', now()
-    from made`;
+  await addMessages([...Object.values(ids), ...history, ...filler]);
   before = await snapshot();
   const [deliveries] = await admin<
     Array<{ count: number }>
@@ -462,6 +470,29 @@ describe("the webhook claim's details", () => {
       expect(delivery.event).toMatchObject({ type: "accepted", seq: 1 });
       expect(delivery.message).toMatchObject({ channel: "sms", priority: "medium" });
     }
+  });
+
+  it("reads the parent tables when only one of the day's two tables is ready", async () => {
+    // A day of 400 messages: its events' table counts 1,200 rows (ready), its records' 400 (not).
+    const twoDaysAgo = Array.from({ length: 400 }, () => uuidv7({ msecs: now - 2 * DAY }));
+    await admin`select create_message_partitions(${new Date(now - 2 * DAY).toISOString().slice(0, 10)}::date, ${new Date(now - 2 * DAY).toISOString().slice(0, 10)}::date)`;
+    await addMessages(twoDaysAgo);
+    await admin`analyze messages`;
+    await admin`analyze message_events`;
+    const day = dayOf(now - 2 * DAY);
+    const counted = await admin<Array<{ relname: string; reltuples: number }>>`
+      select relname, reltuples from pg_class
+      where relname in (${`messages_p${day}`}, ${`message_events_p${day}`}) order by relname`;
+    expect(counted).toEqual([
+      { relname: `message_events_p${day}`, reltuples: 1200 },
+      { relname: `messages_p${day}`, reltuples: 400 },
+    ]);
+    const chosen = twoDaysAgo.slice(0, 3);
+    const { deliveries, statements } = await claimOf(chosen);
+    expect(statements).toEqual([expect.stringContaining("join messages m")]);
+    expect(statements[0]).toContain("join message_events ev");
+    expect(deliveries.map((d) => d.messageId).sort()).toEqual([...chosen].sort());
+    for (const delivery of deliveries) expect(delivery.event).toMatchObject({ type: "accepted", seq: 1 });
   });
 
   it("reads the parent tables for messages of several days", async () => {
