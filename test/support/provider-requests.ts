@@ -20,6 +20,8 @@ export interface ProviderRequest {
   receivedAt: number;
   /** 201, 503, 429, or anything else for no answer (`hung`, `cut`). */
   answer: number | string;
+  /** When a fake in a process of its own logged its 201, just before writing it (a kill can fall between). */
+  answeredAt?: number;
 }
 
 export interface AttemptEvent {

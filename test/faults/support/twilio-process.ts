@@ -12,11 +12,13 @@ export interface LoggedRequest {
   messageId: string | undefined;
   receivedAt: number;
   answer: number | "hung" | "cut";
+  /** When the server was about to write its 201 (logged just before the write). */
+  answeredAt?: number;
 }
 
 type LogLine =
   | { event: "received"; messageId?: string; receivedAt: number; answer: number | "hung" }
-  | { event: "answered"; messageId: string };
+  | { event: "answered"; messageId: string; answeredAt: number };
 
 /**
  * A Twilio-shaped server (test/faults/support/twilio-server.ts) in a child process on a fixed
@@ -103,19 +105,22 @@ export class TwilioProcess {
       .slice(0, -1)
       .filter(Boolean)
       .map((line) => JSON.parse(line) as LogLine);
-    const answered = new Map<string, number>();
+    // Each message's answers, in order: its 201 requests take them in turn.
+    const answered = new Map<string, number[]>();
     for (const line of lines)
-      if (line.event === "answered") answered.set(line.messageId, (answered.get(line.messageId) ?? 0) + 1);
+      if (line.event === "answered")
+        answered.set(line.messageId, [...(answered.get(line.messageId) ?? []), line.answeredAt]);
     const requests: LoggedRequest[] = [];
     for (const line of lines) {
       if (line.event !== "received") continue;
-      const left = line.messageId === undefined ? 0 : (answered.get(line.messageId) ?? 0);
-      const cut = line.answer === 201 && left === 0;
-      if (line.answer === 201 && !cut && line.messageId) answered.set(line.messageId, left - 1);
+      const answeredAt =
+        line.answer === 201 && line.messageId ? answered.get(line.messageId)?.shift() : undefined;
+      const cut = line.answer === 201 && answeredAt === undefined;
       requests.push({
         messageId: line.messageId,
         receivedAt: line.receivedAt,
         answer: cut ? "cut" : line.answer,
+        ...(answeredAt === undefined ? {} : { answeredAt }),
       });
     }
     return requests;

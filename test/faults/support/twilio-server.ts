@@ -28,9 +28,14 @@ fake.onReceived = (request) =>
   });
 const latencyMs = Number(env.LATENCY_MS ?? 0);
 // The 201 is written right after this returns: a request with no `answered` line was cut by a kill.
+// (A kill can still land between this line and the write: the line's time tells how close it was.)
 fake.beforeAnswer = async (sms) => {
   await sleep(latencyMs);
   const callback = sms.fields.StatusCallback ?? "";
-  log({ event: "answered", messageId: callback.slice(callback.lastIndexOf("/") + 1) });
+  log({
+    event: "answered",
+    messageId: callback.slice(callback.lastIndexOf("/") + 1),
+    answeredAt: Date.now(),
+  });
 };
 console.log(`fake Twilio listening on ${fake.baseUrl}`);
