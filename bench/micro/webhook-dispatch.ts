@@ -6,22 +6,36 @@
  * worker's dispatcher, in this process, drains them. Reported per delivery: this process's CPU
  * (the dispatcher: claims, POSTs, signing, settles), the database's own backends' CPU, the
  * receiver's, and the drain's wall time; `rounds` drains, each on fresh deliveries.
- * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3]`
+ *
+ * `--floor` replaces the dispatcher by the least any design of one POST per event must do: the
+ * same events (read in one statement), each signed with the standard's library and POSTed through
+ * the outbound guard at the same concurrency, and its attempt row written (40 to an insert), with
+ * no delivery rows: what no claim, lease or settle can go below (issue 16's bound, bench notes).
+ * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3] [--floor]`
  */
 import { randomUUID } from "node:crypto";
 import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { createDatabase } from "../../db/client.js";
 import { dropDatabase, ensureDatabase, runMigrations } from "../../db/migrate.js";
+import { messageWebhookBody, webhookEventId } from "../../src/domain/webhooks.js";
+import { openEndpointSecrets, sendWebhook } from "../../src/messages/webhooks.js";
 import { createLogger } from "../../src/runtime/logger.js";
-import { createOutboundAgent, outboundPost } from "../../src/runtime/outbound/outbound-fetch.js";
-import { newWebhookSecret, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
+import {
+  createOutboundAgent,
+  type OutboundPost,
+  outboundPost,
+} from "../../src/runtime/outbound/outbound-fetch.js";
+import { newWebhookSecret, type WebhookSecrets, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
 import { startWebhookDispatcher } from "../../workers/webhook-dispatcher.js";
 import { postgresBackendsCpuMs } from "../lib/system.js";
 import { startWebhookReceiver } from "../lib/webhook-receiver.js";
 
-const MESSAGES = Number(process.argv[2] ?? 20_000);
-const ROUNDS = Number(process.argv[3] ?? 3);
+const positional = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
+const MESSAGES = Number(positional[0] ?? 20_000);
+const ROUNDS = Number(positional[1] ?? 3);
+const FLOOR = process.argv.includes("--floor");
+const CONCURRENCY = Number(process.env.WEBHOOK_CONCURRENCY ?? 128);
 const ORGANIZATIONS = 100;
 
 const base = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -61,17 +75,20 @@ async function main(): Promise<void> {
     await sql`insert into webhook_endpoints ${sql(endpoints)}`;
     await receiver.setSecrets(plain);
 
-    const dispatcher = startWebhookDispatcher({
-      sql,
-      logger: createLogger({ level: "warn", name: "micro" }),
-      secrets,
-      post: outboundPost(createOutboundAgent({ allowedNetworks: ["127.0.0.0/8"] })),
-      newId: uuidv7,
-      now: () => new Date(),
-      random: Math.random,
-      concurrency: Number(process.env.WEBHOOK_CONCURRENCY ?? 128),
-      endpointConcurrency: Number(process.env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 4),
-    });
+    const post = outboundPost(createOutboundAgent({ allowedNetworks: ["127.0.0.0/8"] }));
+    const dispatcher = FLOOR
+      ? undefined
+      : startWebhookDispatcher({
+          sql,
+          logger: createLogger({ level: "warn", name: "micro" }),
+          secrets,
+          post,
+          newId: uuidv7,
+          now: () => new Date(),
+          random: Math.random,
+          concurrency: CONCURRENCY,
+          endpointConcurrency: Number(process.env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 4),
+        });
     const results: string[] = [];
     try {
       for (let round = 1; round <= ROUNDS; round++) {
@@ -82,9 +99,10 @@ async function main(): Promise<void> {
         const pg0 = postgresBackendsCpuMs(databaseName);
         const receiver0 = receiver.cpuMs();
         const started = performance.now();
+        if (FLOOR) await floorDrain(sql, post, secrets, endpoints);
         while ((await receiver.received()) < keys.length) await new Promise((r) => setTimeout(r, 20));
         // The settles trail the last POST by a few milliseconds: wait for the table to empty.
-        while ((await sql`select 1 from webhook_deliveries limit 1`).length > 0)
+        while (!FLOOR && (await sql`select 1 from webhook_deliveries limit 1`).length > 0)
           await new Promise((r) => setTimeout(r, 5));
         const wallMs = performance.now() - started;
         const self = process.cpuUsage(self0);
@@ -99,7 +117,7 @@ async function main(): Promise<void> {
         console.log(line);
       }
     } finally {
-      await dispatcher.stop();
+      await dispatcher?.stop();
     }
     const summary = await receiver.summary();
     console.log(
@@ -112,6 +130,112 @@ async function main(): Promise<void> {
     await sql.end();
     await dropDatabase(databaseUrl);
   }
+}
+
+/**
+ * The floor (`--floor`): every undelivered success event of the database, read at once, POSTed
+ * signed at CONCURRENCY, each attempt's row inserted 40 at a time; the delivery rows the trigger
+ * wrote are dropped first, unread.
+ */
+async function floorDrain(
+  sql: postgres.Sql,
+  post: OutboundPost,
+  secrets: WebhookSecrets,
+  endpoints: Array<{ id: string; organization_id: string; url: string; secret_sealed: Buffer }>,
+): Promise<void> {
+  await sql`truncate webhook_deliveries`;
+  const byOrganization = new Map(
+    endpoints.map((e) => [
+      e.organization_id,
+      {
+        ...e,
+        signers: [
+          openEndpointSecrets(secrets, {
+            id: e.id,
+            secretSealed: e.secret_sealed,
+            previousSecretSealed: null,
+            previousSecretExpiresAt: null,
+          }).current,
+        ],
+      },
+    ]),
+  );
+  const read0 = process.cpuUsage();
+  const events = await sql<
+    {
+      message_id: string;
+      organization_id: string;
+      seq: number;
+      retry_count: number;
+      occurred_at: string;
+      data: unknown;
+    }[]
+  >`select e.message_id, e.organization_id, e.seq, e.retry_count, e.occurred_at, e.data from message_events e
+    where e.type = 'success' and not exists (select 1 from webhook_attempts a where a.event_id = 'evt_' || e.message_id || '_' || e.seq)`;
+  const read = process.cpuUsage(read0);
+  console.log(`  the floor's read of ${events.length} events: ${Math.round((read.user + read.system) / events.length)} µs of this process an event`);
+  const pending: Record<string, unknown>[] = [];
+  const flush = async () => {
+    const rows = pending.splice(0, pending.length);
+    // One JSON parameter, as the dispatcher's settle sends its attempts (cheaper for the client
+    // than a parameter per column).
+    if (rows.length > 0)
+      await sql`insert into webhook_attempts (id, endpoint_id, organization_id, event_id, event_type,
+        attempted_at, status_code, duration_ms, error_class, error_code)
+        select id, endpoint_id, organization_id, event_id, event_type, attempted_at, status_code,
+          duration_ms, error_class, error_code
+        from json_populate_recordset(null::webhook_attempts, ${JSON.stringify(rows)})`;
+  };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < events.length) {
+        const event = events[next++] as (typeof events)[number];
+        const endpoint = byOrganization.get(event.organization_id);
+        if (!endpoint) continue;
+        const eventId = webhookEventId(event.message_id, event.seq);
+        const at = new Date();
+        const body = messageWebhookBody(
+          {
+            messageId: event.message_id,
+            organizationId: event.organization_id,
+            channel: "sms",
+            priority: "medium",
+            notificationType: null,
+          },
+          {
+            type: "success",
+            seq: event.seq,
+            retryCount: event.retry_count,
+            occurredAt: String(event.occurred_at),
+            data: event.data,
+          } as never,
+        );
+        const sent = await sendWebhook(
+          post,
+          endpoint.url,
+          endpoint.signers,
+          { id: eventId, body: JSON.stringify(body) },
+          at,
+          10_000,
+        );
+        pending.push({
+          id: uuidv7(),
+          endpoint_id: endpoint.id,
+          organization_id: event.organization_id,
+          event_id: eventId,
+          event_type: "message.succeeded",
+          attempted_at: at.toISOString(),
+          status_code: sent.outcome.statusCode,
+          duration_ms: sent.durationMs,
+          error_class: sent.outcome.errorClass,
+          error_code: sent.outcome.errorCode,
+        });
+        if (pending.length >= 40) await flush();
+      }
+    }),
+  );
+  await flush();
 }
 
 /**
