@@ -18,6 +18,7 @@ import type postgres from "postgres";
 import { v7 as uuidv7 } from "uuid";
 import { createDatabase } from "../../db/client.js";
 import { dropDatabase, ensureDatabase, runMigrations } from "../../db/migrate.js";
+import type { MessageEvent } from "../../src/domain/events.js";
 import { messageWebhookBody, webhookEventId } from "../../src/domain/webhooks.js";
 import { openEndpointSecrets, sendWebhook } from "../../src/messages/webhooks.js";
 import { createLogger } from "../../src/runtime/logger.js";
@@ -36,6 +37,7 @@ const MESSAGES = Number(positional[0] ?? 20_000);
 const ROUNDS = Number(positional[1] ?? 3);
 const FLOOR = process.argv.includes("--floor");
 const CONCURRENCY = Number(process.env.WEBHOOK_CONCURRENCY ?? 128);
+type SuccessEvent = Extract<MessageEvent, { type: "success" }>;
 const ORGANIZATIONS = 100;
 
 const base = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -160,7 +162,6 @@ async function floorDrain(
       },
     ]),
   );
-  const read0 = process.cpuUsage();
   const events = await sql<
     {
       message_id: string;
@@ -172,8 +173,6 @@ async function floorDrain(
     }[]
   >`select e.message_id, e.organization_id, e.seq, e.retry_count, e.occurred_at, e.data from message_events e
     where e.type = 'success' and not exists (select 1 from webhook_attempts a where a.event_id = 'evt_' || e.message_id || '_' || e.seq)`;
-  const read = process.cpuUsage(read0);
-  console.log(`  the floor's read of ${events.length} events: ${Math.round((read.user + read.system) / events.length)} µs of this process an event`);
   const pending: Record<string, unknown>[] = [];
   const flush = async () => {
     const rows = pending.splice(0, pending.length);
@@ -208,8 +207,8 @@ async function floorDrain(
             seq: event.seq,
             retryCount: event.retry_count,
             occurredAt: String(event.occurred_at),
-            data: event.data,
-          } as never,
+            data: event.data as SuccessEvent["data"],
+          },
         );
         const sent = await sendWebhook(
           post,
