@@ -53,6 +53,8 @@ export class FakeTwilio {
   onReceived: ((request: ReceivedSms) => void) | undefined;
   /** Runs before the 201 is answered (a callback that beats our own record of the success). */
   beforeAnswer: ((sms: SentSms) => Promise<void>) | undefined;
+  /** Told once a 201 has been handed to the socket (a fake in a child process logs it). */
+  afterAnswer: ((sms: SentSms) => void) | undefined;
   /**
    * The Message resource's `price` in the 201: null, as Twilio nearly always answers a creation
    * (the price is filled in once the message is sent), or a charge such as "-0.00750".
@@ -195,7 +197,7 @@ export class FakeTwilio {
     this.sent.push(sms);
     await this.beforeAnswer?.(sms);
     res.writeHead(201, { "Content-Type": "application/json" });
-    res.end(JSON.stringify(this.messageResource(sms)));
+    res.end(JSON.stringify(this.messageResource(sms)), () => this.afterAnswer?.(sms));
   }
 
   #unavailable(res: ServerResponse): void {

@@ -20,8 +20,8 @@ export interface ProviderRequest {
   receivedAt: number;
   /** 201, 503, 429, or anything else for no answer (`hung`, `cut`). */
   answer: number | string;
-  /** When a fake in a process of its own logged its 201, just before writing it (a kill can fall between). */
-  answeredAt?: number;
+  /** A 201 a fake in a process of its own logged but never handed to its socket (killed between). */
+  unwritten?: boolean;
 }
 
 export interface AttemptEvent {

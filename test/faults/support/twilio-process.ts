@@ -12,13 +12,18 @@ export interface LoggedRequest {
   messageId: string | undefined;
   receivedAt: number;
   answer: number | "hung" | "cut";
-  /** When the server was about to write its 201 (logged just before the write). */
-  answeredAt?: number;
+  /**
+   * For a 201: true when the server logged it answered but not handed to its socket, so a kill
+   * fell between the two and the answer most likely never left (or left just before the kill,
+   * its log line not yet written: the service's own record of the attempt tells which).
+   */
+  unwritten?: boolean;
 }
 
-type LogLine =
+type LogLine = { pid: number } & (
   | { event: "received"; messageId?: string; receivedAt: number; answer: number | "hung" }
-  | { event: "answered"; messageId: string; answeredAt: number };
+  | { event: "answered" | "written"; messageId: string; answeredAt?: number }
+);
 
 /**
  * A Twilio-shaped server (test/faults/support/twilio-server.ts) in a child process on a fixed
@@ -105,22 +110,35 @@ export class TwilioProcess {
       .slice(0, -1)
       .filter(Boolean)
       .map((line) => JSON.parse(line) as LogLine);
-    // Each message's answers, in order: its 201 requests take them in turn.
-    const answered = new Map<string, number[]>();
-    for (const line of lines)
-      if (line.event === "answered")
-        answered.set(line.messageId, [...(answered.get(line.messageId) ?? []), line.answeredAt]);
+    // Each message's answers and writes per server process (a restart starts a new log of its
+    // own in the same file), in order: its 201 requests take them in turn.
+    const key = (line: LogLine) => `${line.pid}:${line.messageId ?? ""}`;
+    const answered = new Map<string, number>();
+    const written = new Map<string, number>();
+    for (const line of lines) {
+      if (line.event === "answered") answered.set(key(line), (answered.get(key(line)) ?? 0) + 1);
+      if (line.event === "written") written.set(key(line), (written.get(key(line)) ?? 0) + 1);
+    }
     const requests: LoggedRequest[] = [];
     for (const line of lines) {
       if (line.event !== "received") continue;
-      const answeredAt =
-        line.answer === 201 && line.messageId ? answered.get(line.messageId)?.shift() : undefined;
-      const cut = line.answer === 201 && answeredAt === undefined;
+      let answer: LoggedRequest["answer"] = line.answer;
+      let unwritten = false;
+      if (line.answer === 201) {
+        const answers = answered.get(key(line)) ?? 0;
+        const writes = written.get(key(line)) ?? 0;
+        if (answers === 0) answer = "cut";
+        else {
+          answered.set(key(line), answers - 1);
+          if (writes === 0) unwritten = true;
+          else written.set(key(line), writes - 1);
+        }
+      }
       requests.push({
         messageId: line.messageId,
         receivedAt: line.receivedAt,
-        answer: cut ? "cut" : line.answer,
-        ...(answeredAt === undefined ? {} : { answeredAt }),
+        answer,
+        ...(unwritten ? { unwritten } : {}),
       });
     }
     return requests;
