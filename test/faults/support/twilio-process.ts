@@ -22,7 +22,7 @@ export interface LoggedRequest {
 
 type LogLine = { pid: number } & (
   | { event: "received"; messageId?: string; receivedAt: number; answer: number | "hung" }
-  | { event: "answered" | "written"; messageId: string; answeredAt?: number }
+  | { event: "answered" | "written"; messageId: string }
 );
 
 /**

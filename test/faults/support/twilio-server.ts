@@ -36,7 +36,7 @@ const messageIdOf = (sms: { fields: Record<string, string> }) => {
 // A kill can still fall between this line and the write: then `written` (below) never comes.
 fake.beforeAnswer = async (sms) => {
   await sleep(latencyMs);
-  log({ event: "answered", messageId: messageIdOf(sms), answeredAt: Date.now() });
+  log({ event: "answered", messageId: messageIdOf(sms) });
 };
 // Once the 201 is in the socket's hands: a kill after this still lets it reach the service.
 fake.afterAnswer = (sms) => log({ event: "written", messageId: messageIdOf(sms) });
