@@ -3,6 +3,7 @@ import { isDatabaseUnavailable, isUndefinedTable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
 import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
+import { webhookEventTypeOf } from "../src/domain/webhooks.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
@@ -10,6 +11,8 @@ import { createDayTables, onDayTables, oneDayOf } from "../src/store/day-partiti
 import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
+import type { HandedEvent } from "../src/store/webhook-deliveries.js";
+import type { WebhookHandoff } from "./webhook-dispatcher.js";
 
 /** How long a day's table found not ready is not asked about again (tests and the benchmark wait on it). */
 export { PARTITION_READY_RECHECK_MS } from "../src/store/day-partitions.js";
@@ -50,12 +53,15 @@ const MAX_IN_FLIGHT = 2;
 
 /**
  * The worker process makes one, at start-up: its batches are shared by every job. `logger` is
- * told of each message whose content does not open.
+ * told of each message whose content does not open. With `webhooks` (the process's webhook
+ * dispatcher), each append has its webhook deliveries born leased to this process and hands its
+ * events to the dispatcher once it has committed (docs/decisions/0036, "The handoff").
  */
 export function createDeliveryStore(
   sql: SqlClient,
   content: ContentVault,
   logger?: Pick<Logger, "warn">,
+  webhooks?: WebhookHandoff,
 ): DeliveryStore {
   const options = { maxBatch: MAX_BATCH, maxInFlight: MAX_IN_FLIGHT };
   const rowsOf = rowsFromPartitions(sql);
@@ -64,8 +70,13 @@ export function createDeliveryStore(
     retryOneByOne: () => false,
   });
   // A conflict fails the batch; one by one, only the conflicting message gets its ConcurrencyError.
+  const handoff = webhooks ? { handoffLeaseMs: webhooks.leaseMs } : {};
   const append = microBatch(
-    (appends: Array<{ state: MessageState; events: readonly MessageEvent[] }>) => writeAppends(sql, appends),
+    async (appends: Array<{ state: MessageState; events: readonly MessageEvent[] }>) => {
+      const states = await writeAppends(sql, appends, [], handoff);
+      webhooks?.handOff(handedEvents(appends, states));
+      return states;
+    },
     { ...options, retryOneByOne: (error) => !isDatabaseUnavailable(error) },
   );
   return {
@@ -73,6 +84,25 @@ export function createDeliveryStore(
     content,
     append: async (state, events) => (events.length === 0 ? state : append({ state, events })),
   };
+}
+
+/** The events of committed appends that a webhook may carry, with what their bodies need. */
+function handedEvents(
+  appends: ReadonlyArray<{ state: MessageState; events: readonly MessageEvent[] }>,
+  states: readonly MessageState[],
+): HandedEvent[] {
+  const handed: HandedEvent[] = [];
+  appends.forEach(({ state, events }, i) => {
+    const next = states[i];
+    if (!next || next.status === "initial") return;
+    const { id, organizationId, channel, priority, notificationType } = next.message;
+    const message = { messageId: id, organizationId, channel, priority, notificationType };
+    events.forEach((event, index) => {
+      if (webhookEventTypeOf(event))
+        handed.push({ message, event: { ...event, seq: state.version + index + 1 } });
+    });
+  });
+  return handed;
 }
 
 /**

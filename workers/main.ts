@@ -144,6 +144,28 @@ async function main(): Promise<void> {
       (provider.breakers?.() ?? []).map((reading) => ({ channel, ...reading })),
     ),
   );
+  // Status webhooks: POSTs the deliveries the fan-out trigger writes (docs/decisions/0036). Only
+  // Postgres is involved, so it pauses with the database gate and not with Redis.
+  const secrets = webhookSecrets(config);
+  if (secrets.development) {
+    logger.warn("WEBHOOK_SECRET_KEY is unset: webhook secrets are sealed under the public development key");
+  }
+  const webhooks = startWebhookDispatcher({
+    sql,
+    logger,
+    secrets,
+    // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
+    post: outboundPost(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
+    newId: uuidv7,
+    now: () => new Date(),
+    random: Math.random,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    endpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+    leaseMs: config.WEBHOOK_LEASE_MS,
+    metrics,
+    database,
+  });
+
   // E-mails waiting for a render hold delivery slots: at most half of them (decision 0029).
   renderSandbox.configure({
     threads: config.TEMPLATE_RENDER_THREADS,
@@ -152,7 +174,7 @@ async function main(): Promise<void> {
   });
   const processor = createDeliveryProcessor({
     db,
-    store: createDeliveryStore(sql, createContentVault(sql, config, logger), logger),
+    store: createDeliveryStore(sql, createContentVault(sql, config, logger), logger, webhooks.handoff),
     providers,
     policy: {
       maxAttempts: config.MAX_DELIVERY_ATTEMPTS,
@@ -303,28 +325,6 @@ async function main(): Promise<void> {
     logger,
     redisHealth,
     waitingLimit: config.QUEUE_WAITING_LIMIT,
-  });
-
-  // Status webhooks: POSTs the deliveries the fan-out trigger writes (docs/decisions/0036). Only
-  // Postgres is involved, so it pauses with the database gate and not with Redis.
-  const secrets = webhookSecrets(config);
-  if (secrets.development) {
-    logger.warn("WEBHOOK_SECRET_KEY is unset: webhook secrets are sealed under the public development key");
-  }
-  const webhooks = startWebhookDispatcher({
-    sql,
-    logger,
-    secrets,
-    // Webhook URLs have networks of their own: OUTBOUND_ALLOWED_NETWORKS opens networks to push only.
-    post: outboundPost(createOutboundAgent({ allowedNetworks: config.WEBHOOK_ALLOWED_NETWORKS })),
-    newId: uuidv7,
-    now: () => new Date(),
-    random: Math.random,
-    concurrency: config.WEBHOOK_CONCURRENCY,
-    endpointConcurrency: config.WEBHOOK_ENDPOINT_CONCURRENCY,
-    leaseMs: config.WEBHOOK_LEASE_MS,
-    metrics,
-    database,
   });
 
   logger.info(

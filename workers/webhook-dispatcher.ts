@@ -17,7 +17,10 @@ import {
   type ClaimedDelivery,
   type ClaimedEndpoint,
   claimDueDeliveries,
+  confirmHandedDeliveries,
   type DeliverySettlement,
+  giveBackDeliveries,
+  type HandedEvent,
   settleDeliveries,
 } from "../src/store/webhook-deliveries.js";
 import type { DatabaseGate } from "./database-gate.js";
@@ -26,7 +29,9 @@ import type { DatabaseGate } from "./database-gate.js";
  * The webhook dispatcher (docs/decisions/0036): claims due deliveries from `webhook_deliveries`,
  * POSTs each event, signed, through the outbound guard, and settles what came of the attempts in
  * batches. A process-wide cap of attempts in flight and a per-endpoint one keep a slow or dead
- * endpoint to its own slots: it never holds up another endpoint's deliveries.
+ * endpoint to its own slots: it never holds up another endpoint's deliveries. The delivery
+ * worker's appends hand it what they wrote ({@link WebhookHandoff}): those deliveries go out
+ * without waiting for a claim.
  */
 
 /** What the dispatcher reports to the metrics. */
@@ -68,6 +73,23 @@ export interface WebhookDispatcher {
   stop(drainMs?: number): Promise<void>;
   /** Attempts in flight now (tests). */
   readonly inFlight: number;
+  /** What the delivery worker's appends hand this dispatcher. */
+  readonly handoff: WebhookHandoff;
+}
+
+/**
+ * The handoff (docs/decisions/0036, "The handoff"): an append made with `leaseMs` has the webhook
+ * fan-out write the deliveries nothing holds back already leased to this process for that long
+ * (db/migrations/0024_webhook-handoff.sql); once it has committed, its events are handed here. The
+ * dispatcher finds those deliveries by their keys in one read per handoff and POSTs them at once,
+ * where its slots allow; it gives back the rest, for any claim. What it never gets (a crash after
+ * the commit, a read that failed) is claimed once the lease runs out: late, never lost.
+ */
+export interface WebhookHandoff {
+  /** How long the fan-out leases a delivery it writes for the handoff (the dispatcher's lease). */
+  readonly leaseMs: number;
+  /** The events of an append that has committed, those a webhook may carry among them. */
+  handOff(events: readonly HandedEvent[]): void;
 }
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -86,6 +108,12 @@ const POISON_FAILURES = 3;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
 const SECRET_CACHE_LIMIT = 10_000;
+/** Handed events confirmed in one read at most. */
+const MAX_HANDED_BATCH = 500;
+/** Handed events waiting for their read at most; more are left to their leases (a claim takes them). */
+const MAX_HANDED_WAITING = 10_000;
+/** A handed delivery is POSTed only with its attempt's time-out and this much of its lease left. */
+const HANDOFF_LEASE_MARGIN_MS = 1_000;
 
 export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
@@ -128,6 +156,16 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   };
   let stopped = false;
   let settling: Promise<void> | undefined;
+  /** Handed events waiting for their read, and the read under way (one at a time). */
+  const handed: HandedEvent[] = [];
+  let confirming: Promise<void> | undefined;
+  let handoffFailures = 0;
+  /**
+   * Successes of handed deliveries: their settle wakes no claim. Only the message's later events
+   * to the same endpoint wait on it, and those are rare after the events a handoff carries (a
+   * claim finds them at its next round).
+   */
+  const quiet = new WeakSet<DeliverySettlement>();
   let lastSettleAt = Number.NEGATIVE_INFINITY;
 
   let wake: (() => void) | undefined;
@@ -156,7 +194,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
    * Makes one attempt; true when its outcome holds the delivery's slots until it is settled (a
    * failure), false when they are free at once (a success, or nothing to record).
    */
-  async function attempt(delivery: ClaimedDelivery): Promise<boolean> {
+  async function attempt(delivery: ClaimedDelivery, wasHanded: boolean): Promise<boolean> {
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
     const at = deps.now();
@@ -225,7 +263,9 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         );
         // Nothing waits on a success's settlement but the message's later events, which the
         // claim holds back while this row is there, untried (`attempts = 0`): its slots are free.
-        outcomes.push({ ...settlement, result: "delivered" });
+        outcome = { ...settlement, result: "delivered" };
+        if (wasHanded) quiet.add(outcome);
+        outcomes.push(outcome);
         return false;
       case "retry":
         outcome = { ...settlement, result: "retry", retryAt: next.at };
@@ -299,11 +339,11 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     return true;
   }
 
-  function start(delivery: ClaimedDelivery): void {
+  function start(delivery: ClaimedDelivery, wasHanded = false): void {
     const endpointId = delivery.endpointId;
     inFlight++;
     inFlightByEndpoint.set(endpointId, (inFlightByEndpoint.get(endpointId) ?? 0) + 1);
-    const running: Promise<void> = attempt(delivery)
+    const running: Promise<void> = attempt(delivery, wasHanded)
       .catch((error: unknown) => {
         // A bug, not an endpoint's failure: recorded as a failed attempt (nothing sent), so that it
         // follows the retry schedule and does not hold back its message's later events forever.
@@ -343,7 +383,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         for (const { endpointId, reason } of disabled) {
           deps.logger.warn({ endpointId, reason }, "webhook endpoint disabled");
         }
-        wake?.();
+        if (batch.some((outcome) => !quiet.has(outcome))) wake?.();
       } catch (error) {
         outcomes.unshift(...batch);
         failures++;
@@ -402,6 +442,58 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       releaseHeld([outcome]);
     }
     wake?.();
+  }
+
+  /** Takes the events of a committed append (see {@link WebhookHandoff}); their reads go one at a time. */
+  function handOff(events: readonly HandedEvent[]): void {
+    // Over the bound: left to their leases, then claimed. (Once stopped, the dispatcher still
+    // reads what the jobs finishing their work hand it, and gives it back at once.)
+    if (events.length === 0 || handed.length + events.length > MAX_HANDED_WAITING) return;
+    handed.push(...events);
+    confirming ??= confirmHanded().finally(() => {
+      confirming = undefined;
+    });
+  }
+
+  /**
+   * Reads the deliveries of the waiting handed events, a batch at a time, and starts each that
+   * has a free slot, in all and at its endpoint; gives back the others (due at once, for any
+   * claim). A read that fails leaves its batch to the leases.
+   */
+  async function confirmHanded(): Promise<void> {
+    while (handed.length > 0) {
+      const batch = handed.splice(0, MAX_HANDED_BATCH);
+      let deliveries: ClaimedDelivery[];
+      try {
+        deliveries = await confirmHandedDeliveries(deps.sql, batch, timeoutMs + HANDOFF_LEASE_MARGIN_MS);
+        handoffFailures = 0;
+      } catch (error) {
+        handoffFailures++;
+        if (!deps.database?.reportFailure(error) && (handoffFailures === 1 || handoffFailures % 20 === 0)) {
+          deps.logger.warn(
+            { err: error, failures: handoffFailures },
+            "reading handed webhook deliveries failed; they go when their leases run out",
+          );
+        }
+        continue;
+      }
+      const givenBack: number[] = [];
+      for (const delivery of deliveries) {
+        const atEndpoint = inFlightByEndpoint.get(delivery.endpointId) ?? 0;
+        if (!stopped && inFlight < deps.concurrency && atEndpoint < deps.endpointConcurrency) {
+          start(delivery, true);
+        } else {
+          givenBack.push(delivery.id);
+        }
+      }
+      if (givenBack.length > 0) {
+        // Where this fails, their leases run out instead.
+        await giveBackDeliveries(deps.sql, givenBack).catch((error: unknown) => {
+          deps.database?.reportFailure(error);
+        });
+        wake?.();
+      }
+    }
   }
 
   const loop = (async () => {
@@ -477,10 +569,12 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     get inFlight() {
       return inFlight;
     },
+    handoff: { leaseMs, handOff },
     async stop(drainMs = DEFAULT_DRAIN_MS) {
       stopped = true;
       wake?.();
       await loop;
+      await confirming;
       if (attempts.size > 0) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
@@ -496,6 +590,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       await settling;
       if (outcomes.length > 0) await settleAll();
+      await confirming;
     },
   };
 }

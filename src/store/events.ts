@@ -192,6 +192,19 @@ const APPEND_SUPPRESSING = `with appended as (${insertEventsFrom(`json_to_record
   ${insertRecordsFrom(recordsInput("$2"))}
   ${REPLACE_OLDER_RECORD}`;
 
+/**
+ * {@link APPEND} that sets `notify.webhook_handoff_lease_ms` to `$3` for its transaction: the
+ * webhook fan-out then writes the deliveries it can hand off already leased to this process for
+ * that long (db/migrations/0024_webhook-handoff.sql, docs/decisions/0036, "The handoff"). Set in
+ * the statement itself, so no other statement of the connection, and no other writer, has it.
+ */
+const APPEND_HANDING_OFF = `with appended as (${insertEventsFrom(
+  `json_to_recordset($1::json) as e(${EVENT_INPUT})
+    cross join (select set_config('notify.webhook_handoff_lease_ms', $3::text, true)) handoff`,
+)})
+  ${insertRecordsFrom(recordsInput("$2"))}
+  ${REPLACE_OLDER_RECORD}`;
+
 /** One message's append: the events after `state`, and the record they fold to. */
 interface Append {
   state: MessageState;
@@ -224,12 +237,15 @@ export async function appendEvents(
 /**
  * {@link appendEvents} for many messages in one statement (the worker groups the appends of its
  * concurrent jobs). Any conflict fails the whole statement: with one message that is its
- * {@link ConcurrencyError}; callers with several retry them one by one to find out which.
+ * {@link ConcurrencyError}; callers with several retry them one by one to find out which. With
+ * `handoffLeaseMs`, the webhook deliveries it writes that can be handed off are leased to the
+ * caller for that long ({@link APPEND_HANDING_OFF}).
  */
 export async function writeAppends(
   sql: SqlClient,
   appends: readonly Append[],
   suppress: readonly NewSuppression[] = [],
+  options: { handoffLeaseMs?: number } = {},
 ): Promise<MessageState[]> {
   const rows: EventInsert[] = [];
   const records: RecordColumns[] = [];
@@ -242,7 +258,15 @@ export async function writeAppends(
     return next;
   });
   try {
-    if (suppress.length === 0)
+    if (suppress.length > 0 && options.handoffLeaseMs !== undefined)
+      throw new Error("a handoff's append suppresses nothing");
+    if (options.handoffLeaseMs !== undefined)
+      await runStatement(sql, APPEND_HANDING_OFF, [
+        JSON.stringify(rows),
+        JSON.stringify(records),
+        String(Math.round(options.handoffLeaseMs)),
+      ]);
+    else if (suppress.length === 0)
       await runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)]);
     else
       await runStatement(sql, APPEND_SUPPRESSING, [

@@ -2,6 +2,7 @@ import type { SqlClient } from "../../db/client.js";
 import { isUndefinedTable } from "../../db/errors.js";
 import type { Channel, MessageEvent } from "../domain/events.js";
 import type { PriorityTier } from "../domain/priority.js";
+import type { MessageFacts } from "../domain/webhooks.js";
 import { type DayTables, onDayTables, oneDayOf } from "./day-partitions.js";
 import { runStatement, runStatementPlannedEachTime } from "./statement.js";
 
@@ -329,6 +330,113 @@ function toClaimedDelivery(lease: LeaseRow, row: DetailsRow): ClaimedDelivery {
       updatedAt: row.endpoint_updated_at,
     },
   };
+}
+
+/**
+ * An event the delivery worker appended, handed to its own dispatcher once the append has
+ * committed (docs/decisions/0036, "The handoff"): what the POST's body needs, from memory.
+ */
+export interface HandedEvent {
+  message: MessageFacts;
+  event: MessageEvent & { seq: number };
+}
+
+/**
+ * The deliveries of handed events (`$1` their organizations, `$2` their messages, `$3` their seq)
+ * that the fan-out wrote leased to the appending process: untried, their lease the one they were
+ * born with (`leased_until = next_attempt_at`, which a claim never writes), with more than `$4` ms
+ * of it left (an attempt's time-out: the POST ends before another process may take the row). Each
+ * is found by its unique key, the endpoints of its organization giving the first column; with
+ * what the POST needs of the endpoint. Planned at each call, as the claim is (a table used as a
+ * queue).
+ */
+const CONFIRM_HANDED = `
+select k.ord::integer as ord, d.id, d.endpoint_id, d.event_type, d.leased_until::text as leased_until,
+  w.url, w.secret_sealed, w.previous_secret_sealed, ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at,
+  w.updated_at::text as endpoint_updated_at
+from unnest($1::uuid[], $2::uuid[], $3::integer[]) with ordinality as k(organization_id, message_id, seq, ord)
+join webhook_endpoints w on w.organization_id = k.organization_id and w.enabled
+join webhook_deliveries d on d.endpoint_id = w.id and d.message_id = k.message_id and d.seq = k.seq
+where d.attempts = 0 and d.leased_until = d.next_attempt_at
+  and d.leased_until > now() + $4::integer * interval '1 millisecond'
+order by k.ord, d.endpoint_id`;
+
+interface HandedRow {
+  ord: number;
+  id: string | number;
+  endpoint_id: string;
+  event_type: string;
+  leased_until: string;
+  url: string;
+  secret_sealed: Buffer;
+  previous_secret_sealed: Buffer | null;
+  previous_secret_expires_at: string | null;
+  endpoint_updated_at: string;
+}
+
+/**
+ * The deliveries the fan-out leased to this process for `handed` (one per endpoint subscribed to
+ * an event, where the order of its message's events let it be born leased), ready to POST, in the
+ * events' order. An event with none (no endpoint takes it, or its delivery waits behind an earlier
+ * one and was written unleased, for the claim) gives nothing. `minLeaseLeftMs`: a delivery whose
+ * lease ends sooner is left to run out and be claimed.
+ */
+export async function confirmHandedDeliveries(
+  sql: SqlClient,
+  handed: readonly HandedEvent[],
+  minLeaseLeftMs: number,
+): Promise<ClaimedDelivery[]> {
+  if (handed.length === 0) return [];
+  const rows = await runStatementPlannedEachTime<HandedRow[]>(sql, CONFIRM_HANDED, [
+    handed.map((h) => h.message.organizationId),
+    handed.map((h) => h.message.messageId),
+    handed.map((h) => h.event.seq),
+    Math.round(minLeaseLeftMs),
+  ]);
+  return rows.map((row) => {
+    const { message, event } = handed[row.ord - 1] as HandedEvent;
+    return {
+      id: Number(row.id),
+      endpointId: row.endpoint_id,
+      organizationId: message.organizationId,
+      messageId: message.messageId,
+      seq: event.seq,
+      eventType: row.event_type,
+      attempts: 0,
+      leasedUntil: row.leased_until,
+      eventAt: event.occurredAt,
+      event,
+      message: {
+        channel: message.channel,
+        priority: message.priority,
+        notificationType: message.notificationType,
+      },
+      endpoint: {
+        id: row.endpoint_id,
+        organizationId: message.organizationId,
+        url: row.url,
+        secretSealed: row.secret_sealed,
+        previousSecretSealed: row.previous_secret_sealed,
+        previousSecretExpiresAt: row.previous_secret_expires_at
+          ? new Date(row.previous_secret_expires_at)
+          : null,
+        updatedAt: row.endpoint_updated_at,
+      },
+    };
+  });
+}
+
+/**
+ * Gives back handed deliveries this process will not POST now (`$1` their ids): due at once,
+ * unleased, for any claim. Only rows still born leased (untouched since the confirm) change.
+ */
+const GIVE_BACK = `
+update webhook_deliveries d set leased_until = null, next_attempt_at = now()
+where d.id = any($1::bigint[]) and d.attempts = 0 and d.leased_until = d.next_attempt_at`;
+
+export async function giveBackDeliveries(sql: SqlClient, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await runStatementPlannedEachTime(sql, GIVE_BACK, [ids.map(String)]);
 }
 
 /** What came of one attempt of a claimed delivery, and what follows it. */

@@ -26,6 +26,7 @@ import { type OutboxRelay, relayOutboxOnce, startOutboxRelay } from "../../worke
 import { startScheduledSends } from "../../workers/scheduled-sends.js";
 import { createThroughputLimiter } from "../../workers/throughput-limiter.js";
 import { createThroughputLimits } from "../../workers/throughput-limits.js";
+import type { WebhookHandoff } from "../../workers/webhook-dispatcher.js";
 import { TEST_CONTENT_KEYS } from "./content-keys.js";
 import { GENEROUS_LIMITS } from "./limits.js";
 
@@ -104,11 +105,22 @@ export function createHarness(env: Record<string, string> = {}) {
      * Starts an in-process delivery worker on this harness's queue (with shards: one BullMQ
      * Worker per shard consumed) and, like the worker process, the outbox relay that moves
      * accepted messages into the queue and the loop that moves due scheduled sends into the outbox.
+     * With `webhooks`, its appends hand their events to that dispatcher's handoff, as the worker
+     * process's do.
      */
-    startWorker(options: { providers?: Partial<Providers>; concurrency?: number; metrics?: Metrics } = {}) {
+    startWorker(
+      options: {
+        providers?: Partial<Providers>;
+        concurrency?: number;
+        metrics?: Metrics;
+        webhooks?: WebhookHandoff;
+      } = {},
+    ) {
       const processor = createDeliveryProcessor({
         db,
-        store: deliveryStore,
+        store: options.webhooks
+          ? createDeliveryStore(sql, store.content, silentLogger, options.webhooks)
+          : deliveryStore,
         providers: simulatorProviders(options.providers),
         policy: {
           maxAttempts: config.MAX_DELIVERY_ATTEMPTS,

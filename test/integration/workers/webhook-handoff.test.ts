@@ -1,0 +1,391 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Webhook as StandardWebhook } from "standardwebhooks";
+import { v7 as uuidv7 } from "uuid";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { MessageEvent } from "../../../src/domain/events.js";
+import { initialState } from "../../../src/domain/state.js";
+import { createOutboundAgent, outboundPost } from "../../../src/runtime/outbound/outbound-fetch.js";
+import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
+import { appendEvents, writeAppends } from "../../../src/store/events.js";
+import {
+  claimDueDeliveries,
+  confirmHandedDeliveries,
+  giveBackDeliveries,
+} from "../../../src/store/webhook-deliveries.js";
+import {
+  startWebhookDispatcher,
+  type WebhookDispatcher,
+  type WebhookDispatcherDeps,
+  type WebhookHandoff,
+} from "../../../workers/webhook-dispatcher.js";
+import {
+  createHarness,
+  eventually,
+  type Harness,
+  onboard,
+  sendSms,
+  silentLogger,
+} from "../../support/harness.js";
+import { createOwnDatabase } from "../../support/own-database.js";
+
+/**
+ * The webhook handoff (docs/decisions/0036, "The handoff"): the delivery worker's appends have the
+ * fan-out write the deliveries nothing holds back already leased to the worker
+ * (db/migrations/0024_webhook-handoff.sql), and hand their events to its dispatcher, which POSTs
+ * them without a claim. First the rows the fan-out writes and how a dispatcher reads and gives them
+ * back; then the worker and the dispatcher together, every delivery verified with the Standard
+ * Webhooks library. A database of this file's own: its dispatchers claim every endpoint's rows.
+ */
+
+let own: Awaited<ReturnType<typeof createOwnDatabase>>;
+let h: Harness;
+
+const LEASE_MS = 60_000;
+
+interface Received {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  at: number;
+}
+const received: Received[] = [];
+/** How long a path takes to answer, in ms. */
+const delays = new Map<string, number>();
+const receiver: Server = createServer((request: IncomingMessage, response: ServerResponse) => {
+  const chunks: Buffer[] = [];
+  request.on("data", (chunk: Buffer) => chunks.push(chunk));
+  request.on("end", () => {
+    const path = request.url ?? "";
+    const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
+    received.push({ path, headers, body: Buffer.concat(chunks).toString(), at: Date.now() });
+    setTimeout(() => response.writeHead(200).end("ok"), delays.get(path) ?? 0);
+  });
+});
+let base = "";
+
+beforeAll(async () => {
+  own = await createOwnDatabase("webhook_handoff");
+  h = createHarness({
+    DATABASE_URL: own.url,
+    WEBHOOK_ALLOWED_NETWORKS: "127.0.0.1/32",
+    WEBHOOK_ALLOWED_HOSTS: "127.0.0.1",
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  receiver.closeAllConnections();
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  await h?.close();
+  await own?.drop();
+});
+
+async function createEndpoint(apiKey: string, path: string, events?: string[]) {
+  const response = await h.app.request("/api/v1/webhooks/endpoints", {
+    method: "POST",
+    headers: { "x-api-key": apiKey, "content-type": "application/json" },
+    body: JSON.stringify({ url: `${base}${path}`, events }),
+  });
+  expect(response.status, await response.clone().text()).toBe(201);
+  return (await response.json()) as { id: string; secret: string };
+}
+
+interface Row {
+  endpoint_id: string;
+  message_id: string;
+  seq: number;
+  event_type: string;
+  /** Whether the row was born leased: `leased_until = next_attempt_at`. */
+  born: boolean;
+  /** Milliseconds of lease left (null when unleased). */
+  lease_left_ms: number | null;
+}
+
+async function rowsOf(messageId: string): Promise<Row[]> {
+  return h.sql<Row[]>`
+    select endpoint_id, message_id, seq, event_type,
+      coalesce(leased_until = next_attempt_at, false) as born,
+      (extract(epoch from leased_until - now()) * 1000)::float8 as lease_left_ms
+    from webhook_deliveries where message_id = ${messageId} order by seq, endpoint_id`;
+}
+
+/** An SMS message of `organization` accepted (no handoff, as the API writes it); its events and state. */
+async function accepted(organization: { id: string; productId: string }) {
+  const id = uuidv7();
+  const now = new Date();
+  const events: MessageEvent[] = [
+    {
+      type: "accepted",
+      retryCount: 0,
+      occurredAt: now.toISOString(),
+      data: {
+        id,
+        organizationId: organization.id,
+        productId: organization.productId,
+        channel: "sms",
+        priority: "medium",
+        notificationType: null,
+        retryEnabled: true,
+        recipient: "+14155550100",
+        sender: "ACME",
+        expiresAt: new Date(now.getTime() + 3_600_000).toISOString(),
+        body: "hello",
+      },
+    },
+  ];
+  const state = await appendEvents(h.sql, initialState, events);
+  return { id, state };
+}
+
+const at = () => new Date().toISOString();
+const started: MessageEvent = {
+  type: "pending",
+  retryCount: 0,
+  occurredAt: at(),
+  data: { kind: "attempt_started", attempt: 1 },
+};
+const retryScheduled = (): MessageEvent => ({
+  type: "pending",
+  retryCount: 1,
+  occurredAt: at(),
+  data: {
+    kind: "retry_scheduled",
+    attempt: 1,
+    error: { class: "transient", code: "http_503", message: "unavailable" },
+    retryAt: new Date(Date.now() + 60_000).toISOString(),
+  },
+});
+const succeeded = (id: string): MessageEvent => ({
+  type: "success",
+  retryCount: 0,
+  occurredAt: at(),
+  data: { attempt: 1, provider: "simulator", providerMessageId: `sim-${id}` },
+});
+
+describe("the fan-out of an append that hands off", () => {
+  it("given endpoints of every event and of final events, then only a message's first delivery to an endpoint with nothing untried before it is born leased", async () => {
+    const organization = await onboard(h);
+    const finals = await createEndpoint(organization.apiKey, "/rows/finals", ["message.succeeded"]);
+    const all = await createEndpoint(organization.apiKey, "/rows/all");
+
+    // One: its `accepted` to `all` is still there, untried: `all`'s success waits behind it.
+    const one = await accepted(organization);
+    await writeAppends(h.sql, [{ state: one.state, events: [started, succeeded(one.id)] }], [], {
+      handoffLeaseMs: LEASE_MS,
+    });
+    // Two: its `accepted` was delivered; its retry_scheduled and then its success in one append:
+    // the first of them to `all` is born leased, the second waits behind it.
+    const two = await accepted(organization);
+    await h.sql`delete from webhook_deliveries where message_id = ${two.id}`;
+    await writeAppends(
+      h.sql,
+      [{ state: two.state, events: [started, retryScheduled(), succeeded(two.id)] }],
+      [],
+      { handoffLeaseMs: LEASE_MS },
+    );
+    // Three: appended without a handoff, as every other writer does.
+    const three = await accepted(organization);
+    await writeAppends(h.sql, [{ state: three.state, events: [started, succeeded(three.id)] }]);
+
+    const summary = (rows: Row[]) =>
+      rows
+        .map(
+          (r) =>
+            `${r.seq} ${r.endpoint_id === finals.id ? "finals" : r.endpoint_id === all.id ? "all" : "?"} ${r.born ? "born" : "unleased"}`,
+        )
+        .sort();
+    const oneRows = await rowsOf(one.id);
+    expect(summary(oneRows)).toEqual(["1 all unleased", "3 all unleased", "3 finals born"]);
+    expect(summary(await rowsOf(two.id))).toEqual(["3 all born", "4 all unleased", "4 finals born"]);
+    expect(summary(await rowsOf(three.id))).toEqual([
+      "1 all unleased",
+      "3 all unleased",
+      "3 finals unleased",
+    ]);
+    // Born with the lease the append asked for.
+    const born = oneRows.find((r) => r.born);
+    expect(born?.lease_left_ms).toBeGreaterThan(LEASE_MS - 10_000);
+    expect(born?.lease_left_ms).toBeLessThanOrEqual(LEASE_MS);
+    // The unleased rows are due now, for any claim; the born one is not.
+    const [due] = await h.sql<Array<{ n: number }>>`
+      select count(*)::int as n from webhook_deliveries
+      where message_id = ${one.id} and next_attempt_at <= now()`;
+    expect(due?.n).toBe(2);
+    await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
+  });
+
+  it("given born and unleased rows, then the appender's read takes only its born leases with time left, and a give-back makes them claimable at once", async () => {
+    const organization = await onboard(h);
+    const finals = await createEndpoint(organization.apiKey, "/read/finals", ["message.succeeded"]);
+    await createEndpoint(organization.apiKey, "/read/all");
+    const one = await accepted(organization);
+    const events = [started, succeeded(one.id)];
+    const [after] = await writeAppends(h.sql, [{ state: one.state, events }], [], {
+      handoffLeaseMs: LEASE_MS,
+    });
+    if (!after || after.status === "initial") throw new Error("unreachable");
+    const facts = {
+      messageId: one.id,
+      organizationId: organization.id,
+      channel: "sms" as const,
+      priority: "medium" as const,
+      notificationType: null,
+    };
+    const handed = [{ message: facts, event: { ...(events[1] as MessageEvent), seq: 3 } }];
+
+    // `all`'s success waits behind its untried accepted: not born, not read.
+    const read = await confirmHandedDeliveries(h.sql, handed, 10_000);
+    expect(read.map((d) => [d.endpointId, d.seq, d.eventType, d.attempts])).toEqual([
+      [finals.id, 3, "message.succeeded", 0],
+    ]);
+    expect(read[0]?.endpoint.url).toBe(`${base}/read/finals`);
+    // Less lease left than asked for: not read (the POST could outlast it).
+    expect(await confirmHandedDeliveries(h.sql, handed, LEASE_MS + 1_000)).toEqual([]);
+
+    // Given back: unleased and due, so the claim takes it now, not when the lease would have ended.
+    await giveBackDeliveries(h.sql, [read[0]?.id as number]);
+    expect(await confirmHandedDeliveries(h.sql, handed, 10_000)).toEqual([]);
+    const claim = await claimDueDeliveries(h.sql, {
+      limit: 10,
+      perEndpoint: 4,
+      inFlight: new Map(),
+      leaseMs: 30_000,
+    });
+    expect(claim.deliveries.map((d) => [d.endpointId, d.seq])).toContainEqual([finals.id, 3]);
+    // Leased by that claim now: the appender's read does not take it (a claim's lease is never born).
+    expect(await confirmHandedDeliveries(h.sql, handed, 10_000)).toEqual([]);
+    await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
+  });
+});
+
+describe("the worker handing its events to its dispatcher", () => {
+  let dispatcher: WebhookDispatcher | undefined;
+  let worker: Awaited<ReturnType<Harness["startWorker"]>> | undefined;
+
+  function start(
+    options: Partial<WebhookDispatcherDeps>,
+    handoff?: (d: WebhookDispatcher) => WebhookHandoff,
+  ) {
+    dispatcher = startWebhookDispatcher({
+      sql: h.sql,
+      logger: silentLogger,
+      secrets: webhookSecrets(h.config),
+      post: outboundPost(createOutboundAgent({ allowedNetworks: h.config.WEBHOOK_ALLOWED_NETWORKS })),
+      newId: uuidv7,
+      now: () => new Date(),
+      random: Math.random,
+      concurrency: 16,
+      endpointConcurrency: 4,
+      leaseMs: LEASE_MS,
+      ...options,
+    });
+    worker = h.startWorker({ webhooks: handoff ? handoff(dispatcher) : dispatcher.handoff });
+  }
+
+  afterEach(async () => {
+    await worker?.close();
+    await dispatcher?.stop(0);
+    await h.sql`update webhook_endpoints set enabled = false`;
+  });
+
+  async function sendAll(apiKey: string, count: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const response = await sendSms(h, apiKey, { payload: { to: "+14155550100", body: "code 1" } });
+      expect(response.status).toBe(202);
+      ids.push(((await response.json()) as { request_id: string }).request_id);
+    }
+    return ids;
+  }
+
+  /** Waits for one success POST per message at `path`; checks each with the standard's library. */
+  async function succeededAt(path: string, secret: string, ids: string[]) {
+    const deliveries = await eventually(
+      async () => {
+        const found = received.filter((r) => r.path === path);
+        return found.length >= ids.length ? found : undefined;
+      },
+      15_000,
+      `${ids.length} POSTs at ${path}`,
+    );
+    const bodies = deliveries.map((d) => {
+      const body = new StandardWebhook(secret).verify(d.body, {
+        "webhook-id": d.headers["webhook-id"] ?? "",
+        "webhook-timestamp": d.headers["webhook-timestamp"] ?? "",
+        "webhook-signature": d.headers["webhook-signature"] ?? "",
+      }) as { type: string; data: { message_id: string; seq: number; status: string; channel: string } };
+      expect(d.headers["webhook-id"]).toBe(`evt_${body.data.message_id}_${body.data.seq}`);
+      return body;
+    });
+    expect(bodies.map((b) => [b.type, b.data.status, b.data.channel])).toEqual(
+      ids.map(() => ["message.succeeded", "success", "sms"]),
+    );
+    // Once each: the born lease kept every other claim off.
+    expect(new Set(bodies.map((b) => b.data.message_id))).toEqual(new Set(ids));
+    return deliveries.map((d, i) => ({ at: d.at, messageId: bodies[i]?.data.message_id as string }));
+  }
+
+  async function settled(endpointId: string, count: number) {
+    await eventually(
+      async () => {
+        const [row] = await h.sql<Array<{ left: number; attempts: number }>>`
+          select (select count(*) from webhook_deliveries where endpoint_id = ${endpointId})::int as left,
+            (select count(*) from webhook_attempts where endpoint_id = ${endpointId} and status_code = 200)::int as attempts`;
+        return row?.left === 0 && row.attempts === count ? true : undefined;
+      },
+      10_000,
+      "settled",
+    );
+  }
+
+  it("given a claim that would not come for a minute, then the final events are POSTed at once all the same, signed, and settled", async () => {
+    // One claim at the start, then none for a minute: only the handoff can deliver in time, and
+    // without it the born leases (a minute) would keep the rows from any claim.
+    start({ idleMs: { min: 60_000, max: 60_000 } });
+    const organization = await onboard(h);
+    const endpoint = await createEndpoint(organization.apiKey, "/handed", [
+      "message.succeeded",
+      "message.failed",
+    ]);
+    const ids = await sendAll(organization.apiKey, 3);
+    await succeededAt("/handed", endpoint.secret, ids);
+    await settled(endpoint.id, 3);
+  });
+
+  it("given an endpoint at its cap, then the handed deliveries it cannot take now are given back and claimed, not left to their leases", async () => {
+    start({ endpointConcurrency: 1, idleMs: { min: 10, max: 50 } });
+    delays.set("/capped", 300);
+    const organization = await onboard(h);
+    const endpoint = await createEndpoint(organization.apiKey, "/capped", ["message.succeeded"]);
+    const sentAt = Date.now();
+    const ids = await sendAll(organization.apiKey, 4);
+    const deliveries = await succeededAt("/capped", endpoint.secret, ids);
+    // One at a time (300 ms each), well before the minute's lease would have run out.
+    expect(Math.max(...deliveries.map((d) => d.at)) - sentAt).toBeLessThan(15_000);
+    await settled(endpoint.id, 4);
+  });
+
+  it("given a handoff that never comes (a crash after the append's commit), then the deliveries are claimed once their leases run out, once each", async () => {
+    const leaseMs = 1_500;
+    start(
+      { leaseMs, attemptTimeoutMs: 200, idleMs: { min: 10, max: 50 } },
+      // The appends ask for the lease; their events go nowhere.
+      () => ({ leaseMs, handOff: () => {} }),
+    );
+    const organization = await onboard(h);
+    const endpoint = await createEndpoint(organization.apiKey, "/lost", ["message.succeeded"]);
+    const ids = await sendAll(organization.apiKey, 2);
+    const deliveries = await succeededAt("/lost", endpoint.secret, ids);
+    const events = await h.sql<Array<{ message_id: string; at: number }>>`
+      select message_id, (extract(epoch from occurred_at) * 1000)::float8 as at from message_events
+      where message_id = any(${ids}::uuid[]) and type = 'success'`;
+    const eventAt = new Map(events.map((e) => [e.message_id, e.at]));
+    // Not before its born lease ran out: the lease starts at the append's commit, after the event's time.
+    for (const delivery of deliveries) {
+      expect(delivery.at - (eventAt.get(delivery.messageId) ?? Number.NaN)).toBeGreaterThanOrEqual(leaseMs);
+    }
+    await settled(endpoint.id, 2);
+  });
+});
