@@ -11,7 +11,11 @@
  * same events (read in one statement), each signed with the standard's library and POSTed through
  * the outbound guard at the same concurrency, and its attempt row written (40 to an insert), with
  * no delivery rows: what no claim, lease or settle can go below (issue 16's bound, bench notes).
- * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3] [--floor]`
+ * `--handoff` writes the success events as the delivery worker's appends do (their deliveries born
+ * leased to this process, docs/decisions/0036, "The handoff") and, in the timed window, hands them
+ * to the dispatcher 25 at a time (about a worker's append batch), a batch every 5 ms at most and
+ * only while it has slots for them: no claim, the rows read by key (its wall time is the pace's).
+ * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3] [--floor | --handoff]`
  */
 import { randomUUID } from "node:crypto";
 import type postgres from "postgres";
@@ -28,6 +32,7 @@ import {
   outboundPost,
 } from "../../src/runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
+import type { HandedEvent } from "../../src/store/webhook-deliveries.js";
 import { startWebhookDispatcher } from "../../workers/webhook-dispatcher.js";
 import { postgresBackendsCpuMs } from "../lib/system.js";
 import { startWebhookReceiver } from "../lib/webhook-receiver.js";
@@ -36,6 +41,9 @@ const positional = process.argv.slice(2).filter((arg) => !arg.startsWith("--"));
 const MESSAGES = Number(positional[0] ?? 20_000);
 const ROUNDS = Number(positional[1] ?? 3);
 const FLOOR = process.argv.includes("--floor");
+const HANDOFF = process.argv.includes("--handoff");
+/** Events handed to the dispatcher at once in `--handoff` (about one append batch of the worker). */
+const HANDOFF_BATCH = 25;
 const CONCURRENCY = Number(process.env.WEBHOOK_CONCURRENCY ?? 128);
 type SuccessEvent = Extract<MessageEvent, { type: "success" }>;
 const ORGANIZATIONS = 100;
@@ -94,7 +102,7 @@ async function main(): Promise<void> {
     const results: string[] = [];
     try {
       for (let round = 1; round <= ROUNDS; round++) {
-        const keys = await writeMessages(sql, organizations, MESSAGES);
+        const { keys, handed } = await writeMessages(sql, organizations, MESSAGES, HANDOFF);
         await receiver.expect(keys);
         // The floor writes no deliveries of its own: the trigger's are dropped before the clock starts.
         if (FLOOR) await sql`truncate webhook_deliveries`;
@@ -104,6 +112,15 @@ async function main(): Promise<void> {
         const receiver0 = receiver.cpuMs();
         const started = performance.now();
         if (FLOOR) await floorDrain(sql, post, secrets, endpoints, keys);
+        if (dispatcher && HANDOFF) {
+          // 25 every 5 ms at most (5,000 a second, below what the dispatcher drains), while it has slots.
+          for (let next = 0; next < handed.length; next += HANDOFF_BATCH) {
+            while (dispatcher.inFlight > CONCURRENCY - HANDOFF_BATCH)
+              await new Promise((r) => setTimeout(r, 1));
+            dispatcher.handoff.handOff(handed.slice(next, next + HANDOFF_BATCH));
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        }
         while ((await receiver.received()) < keys.length) await new Promise((r) => setTimeout(r, 20));
         // The settles trail the last POST by a few milliseconds: wait for the table to empty.
         while (!FLOOR && (await sql`select 1 from webhook_deliveries limit 1`).length > 0)
@@ -244,11 +261,18 @@ async function floorDrain(
 
 /**
  * `count` SMS messages (records and their `accepted` and `success` events, as the worker writes
- * them, in statements of 500 events): the fan-out trigger writes one delivery per success. Returns
- * the receiver's keys of the success events.
+ * them, in statements of 500 events): the fan-out trigger writes one delivery per success, born
+ * leased with `handoff`. Returns the receiver's keys of the success events, and those events as
+ * the worker would hand them to its dispatcher.
  */
-async function writeMessages(sql: postgres.Sql, organizations: string[], count: number): Promise<string[]> {
+async function writeMessages(
+  sql: postgres.Sql,
+  organizations: string[],
+  count: number,
+  handoff: boolean,
+): Promise<{ keys: string[]; handed: HandedEvent[] }> {
   const keys: string[] = [];
+  const handed: HandedEvent[] = [];
   for (let start = 0; start < count; start += 500) {
     const batch = Array.from({ length: Math.min(500, count - start) }, (_, i) => ({
       id: uuidv7(),
@@ -277,21 +301,43 @@ async function writeMessages(sql: postgres.Sql, organizations: string[], count: 
       [1, "accepted", {}],
       [2, "success", { provider: "simulator", providerMessageId: "SM0" }],
     ] as const) {
-      await sql`insert into message_events ${sql(
-        batch.map(({ id, organizationId }) => ({
-          message_id: id,
-          organization_id: organizationId,
-          seq,
-          type,
-          retry_count: 0,
-          data: JSON.stringify(data),
-          occurred_at: now,
-        })),
-      )}`;
+      await sql.begin(async (tx) => {
+        // As the worker's appends ask for it (src/store/events.ts), for the whole round.
+        if (handoff) await tx`select set_config('notify.webhook_handoff_lease_ms', '600000', true)`;
+        await tx`insert into message_events ${tx(
+          batch.map(({ id, organizationId }) => ({
+            message_id: id,
+            organization_id: organizationId,
+            seq,
+            type,
+            retry_count: 0,
+            data: JSON.stringify(data),
+            occurred_at: now,
+          })),
+        )}`;
+      });
     }
-    for (const { id } of batch) keys.push(`${id}:2`);
+    for (const { id, organizationId } of batch) {
+      keys.push(`${id}:2`);
+      handed.push({
+        message: {
+          messageId: id,
+          organizationId,
+          channel: "sms",
+          priority: "medium",
+          notificationType: null,
+        },
+        event: {
+          type: "success",
+          retryCount: 0,
+          occurredAt: now,
+          data: { attempt: 1, provider: "simulator", providerMessageId: "SM0" },
+          seq: 2,
+        },
+      });
+    }
   }
-  return keys;
+  return { keys, handed };
 }
 
 await main();

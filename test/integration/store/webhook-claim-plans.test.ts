@@ -2,7 +2,11 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
-import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
+import {
+  claimDueDeliveries,
+  confirmHandedDeliveries,
+  type HandedEvent,
+} from "../../../src/store/webhook-deliveries.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { scansDuring } from "../../support/table-scans.js";
 
@@ -27,6 +31,25 @@ let sql: postgres.Sql;
 const claim = (tx: postgres.Sql, limit = 100, after: string | null = null) =>
   claimDueDeliveries(tx, { limit, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after });
 
+/** The handoff's read (prepared) of `messageIds`' success events, seq 2. */
+const confirm = (tx: postgres.Sql, messageIds: readonly string[]) =>
+  confirmHandedDeliveries(
+    tx,
+    messageIds.map(
+      (messageId): HandedEvent => ({
+        message: { messageId, organizationId, channel: "sms", priority: "medium", notificationType: null },
+        event: {
+          type: "success",
+          retryCount: 0,
+          occurredAt: new Date().toISOString(),
+          data: { attempt: 1, provider: "simulator", providerMessageId: "SM0" },
+          seq: 2,
+        },
+      }),
+    ),
+    10_000,
+  );
+
 beforeAll(async () => {
   const own = await createOwnDatabase("webhook_claim_plans");
   dropOwnDatabase = own.drop;
@@ -38,8 +61,11 @@ beforeAll(async () => {
   }
   await sql`alter table webhook_deliveries set (autovacuum_enabled = off)`;
   await sql`vacuum analyze webhook_deliveries`;
-  // A quiet spell: the dispatcher's claims find nothing.
-  for (let i = 0; i < 12; i++) expect((await claim(sql)).deliveries).toEqual([]);
+  // A quiet spell: the dispatcher's claims find nothing, nor do its handoffs' reads.
+  for (let i = 0; i < 12; i++) {
+    expect((await claim(sql)).deliveries).toEqual([]);
+    expect(await confirm(sql, [randomUUID(), randomUUID()])).toEqual([]);
+  }
 });
 
 afterAll(async () => {
@@ -112,5 +138,30 @@ describe("the lease of the rows a claim takes", () => {
     expect(leased?.n).toBe(64);
     // Joined to the claimed rows, the update read the table's 2,000 rows to hash them.
     expect(scans.seq_scan).toBe(0);
+  });
+});
+
+describe("the handoff's read on a delivery table that filled since it was first run", () => {
+  it("probes the unique index for each key and endpoint, not reading the table", async () => {
+    await sql`delete from webhook_deliveries`;
+    // A burst of 20,000 rows, 25 of them born leased to this process (decision 0036, "The handoff").
+    const handed = Array.from({ length: 25 }, () => randomUUID());
+    await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
+      select e, ${organizationId}, gen_random_uuid(), 2, 'message.succeeded', now()
+      from unnest(${endpoints}::uuid[]) e cross join generate_series(1, 400)`;
+    await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at,
+        next_attempt_at, leased_until)
+      select ${endpoints[0] as string}, ${organizationId}, m, 2, 'message.succeeded', now(),
+        now() + interval '1 minute', now() + interval '1 minute'
+      from unnest(${handed}::uuid[]) m`;
+    let read: Awaited<ReturnType<typeof confirm>> = [];
+    const scans = await scansDuring(sql, "webhook_deliveries", async (tx) => {
+      read = await confirm(tx, handed);
+    });
+    expect(read.map((d) => d.messageId)).toEqual(handed);
+    expect(scans.seq_scan).toBe(0);
+    // One probe per key and endpoint of the organization (25 × 50), each reading at most its row.
+    expect(scans.idx_scan).toBe(25 * endpoints.length);
+    expect(scans.idx_tup_read).toBeLessThanOrEqual(25);
   });
 });

@@ -165,44 +165,47 @@ const succeeded = (id: string): MessageEvent => ({
 });
 
 describe("the fan-out of an append that hands off", () => {
-  it("given endpoints of every event and of final events, then only a message's first delivery to an endpoint with nothing untried before it is born leased", async () => {
+  it("given endpoints of final events, of every event and of final events and receipts, then only the first's deliveries are born leased, and only in an append that hands off", async () => {
     const organization = await onboard(h);
-    const finals = await createEndpoint(organization.apiKey, "/rows/finals", ["message.succeeded"]);
+    const finals = await createEndpoint(organization.apiKey, "/rows/finals", [
+      "message.succeeded",
+      "message.failed",
+    ]);
     const all = await createEndpoint(organization.apiKey, "/rows/all");
+    // A receipt may come before its message's final event (a provider's report racing the
+    // worker's append): this endpoint's final delivery could wait behind one, so it is the claim's.
+    const receipts = await createEndpoint(organization.apiKey, "/rows/receipts", [
+      "message.succeeded",
+      "message.delivered",
+    ]);
+    const handingOff = { handoffLeaseMs: LEASE_MS };
 
-    // One: its `accepted` to `all` is still there, untried: `all`'s success waits behind it.
     const one = await accepted(organization);
-    await writeAppends(h.sql, [{ state: one.state, events: [started, succeeded(one.id)] }], [], {
-      handoffLeaseMs: LEASE_MS,
-    });
-    // Two: its `accepted` was delivered; its retry_scheduled and then its success in one append:
-    // the first of them to `all` is born leased, the second waits behind it.
+    await writeAppends(h.sql, [{ state: one.state, events: [started, succeeded(one.id)] }], [], handingOff);
+    // Two: a retry scheduled, in an append that hands off: no final event, nothing born.
     const two = await accepted(organization);
-    await h.sql`delete from webhook_deliveries where message_id = ${two.id}`;
-    await writeAppends(
-      h.sql,
-      [{ state: two.state, events: [started, retryScheduled(), succeeded(two.id)] }],
-      [],
-      { handoffLeaseMs: LEASE_MS },
-    );
+    await writeAppends(h.sql, [{ state: two.state, events: [started, retryScheduled()] }], [], handingOff);
     // Three: appended without a handoff, as every other writer does.
     const three = await accepted(organization);
     await writeAppends(h.sql, [{ state: three.state, events: [started, succeeded(three.id)] }]);
 
+    const name = (id: string) =>
+      id === finals.id ? "finals" : id === all.id ? "all" : id === receipts.id ? "receipts" : "?";
     const summary = (rows: Row[]) =>
-      rows
-        .map(
-          (r) =>
-            `${r.seq} ${r.endpoint_id === finals.id ? "finals" : r.endpoint_id === all.id ? "all" : "?"} ${r.born ? "born" : "unleased"}`,
-        )
-        .sort();
+      rows.map((r) => `${r.seq} ${name(r.endpoint_id)} ${r.born ? "born" : "unleased"}`).sort();
     const oneRows = await rowsOf(one.id);
-    expect(summary(oneRows)).toEqual(["1 all unleased", "3 all unleased", "3 finals born"]);
-    expect(summary(await rowsOf(two.id))).toEqual(["3 all born", "4 all unleased", "4 finals born"]);
+    expect(summary(oneRows)).toEqual([
+      "1 all unleased",
+      "3 all unleased",
+      "3 finals born",
+      "3 receipts unleased",
+    ]);
+    expect(summary(await rowsOf(two.id))).toEqual(["1 all unleased", "3 all unleased"]);
     expect(summary(await rowsOf(three.id))).toEqual([
       "1 all unleased",
       "3 all unleased",
       "3 finals unleased",
+      "3 receipts unleased",
     ]);
     // Born with the lease the append asked for.
     const born = oneRows.find((r) => r.born);
@@ -212,7 +215,7 @@ describe("the fan-out of an append that hands off", () => {
     const [due] = await h.sql<Array<{ n: number }>>`
       select count(*)::int as n from webhook_deliveries
       where message_id = ${one.id} and next_attempt_at <= now()`;
-    expect(due?.n).toBe(2);
+    expect(due?.n).toBe(3);
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 
@@ -235,7 +238,7 @@ describe("the fan-out of an append that hands off", () => {
     };
     const handed = [{ message: facts, event: { ...(events[1] as MessageEvent), seq: 3 } }];
 
-    // `all`'s success waits behind its untried accepted: not born, not read.
+    // `all` takes every event: its success is written unleased, for the claim, and not read.
     const read = await confirmHandedDeliveries(h.sql, handed, 10_000);
     expect(read.map((d) => [d.endpointId, d.seq, d.eventType, d.attempts])).toEqual([
       [finals.id, 3, "message.succeeded", 0],
