@@ -3,7 +3,7 @@ import { isDatabaseUnavailable, isUndefinedTable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
 import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
-import { webhookEventTypeOf } from "../src/domain/webhooks.js";
+import { FINAL_WEBHOOK_EVENT_TYPES, webhookEventTypeOf } from "../src/domain/webhooks.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
@@ -74,7 +74,15 @@ export function createDeliveryStore(
   const append = microBatch(
     async (appends: Array<{ state: MessageState; events: readonly MessageEvent[] }>) => {
       const states = await writeAppends(sql, appends, [], handoff);
-      webhooks?.handOff(handedEvents(appends, states));
+      // Committed: nothing here may fail the batch (its retry one by one would append again).
+      try {
+        webhooks?.handOff(handedEvents(appends, states));
+      } catch (error) {
+        logger?.warn(
+          { err: error },
+          "handing appended events to the webhook dispatcher failed; their leases run out",
+        );
+      }
       return states;
     },
     { ...options, retryOneByOne: (error) => !isDatabaseUnavailable(error) },
@@ -86,7 +94,10 @@ export function createDeliveryStore(
   };
 }
 
-/** The events of committed appends that a webhook may carry, with what their bodies need. */
+/**
+ * The final events of committed appends (those whose deliveries the fan-out may write born leased,
+ * db/migrations/0024_webhook-handoff.sql), with what their webhook bodies need.
+ */
 function handedEvents(
   appends: ReadonlyArray<{ state: MessageState; events: readonly MessageEvent[] }>,
   states: readonly MessageState[],
@@ -98,7 +109,8 @@ function handedEvents(
     const { id, organizationId, channel, priority, notificationType } = next.message;
     const message = { messageId: id, organizationId, channel, priority, notificationType };
     events.forEach((event, index) => {
-      if (webhookEventTypeOf(event))
+      const type = webhookEventTypeOf(event);
+      if (type && FINAL_WEBHOOK_EVENT_TYPES.includes(type))
         handed.push({ message, event: { ...event, seq: state.version + index + 1 } });
     });
   });

@@ -21,6 +21,7 @@ import {
   type DeliverySettlement,
   giveBackDeliveries,
   type HandedEvent,
+  releaseLeases,
   settleDeliveries,
 } from "../src/store/webhook-deliveries.js";
 import type { DatabaseGate } from "./database-gate.js";
@@ -86,7 +87,10 @@ export interface WebhookDispatcher {
  * the commit, a read that failed) is claimed once the lease runs out: late, never lost.
  */
 export interface WebhookHandoff {
-  /** How long the fan-out leases a delivery it writes for the handoff (the dispatcher's lease). */
+  /**
+   * How long the fan-out leases a delivery it writes for the handoff: the dispatcher's lease, but
+   * at least an attempt's time-out and 11 s (the time a handed event may take to be read and started).
+   */
   readonly leaseMs: number;
   /** The events of an append that has committed, those a webhook may carry among them. */
   handOff(events: readonly HandedEvent[]): void;
@@ -114,10 +118,17 @@ const MAX_HANDED_BATCH = 500;
 const MAX_HANDED_WAITING = 10_000;
 /** A handed delivery is POSTed only with its attempt's time-out and this much of its lease left. */
 const HANDOFF_LEASE_MARGIN_MS = 1_000;
+/**
+ * A born lease leaves a handed event this long at least, after the attempt's time-out and the
+ * margin, to be read and started: with the shortest WEBHOOK_LEASE_MS (11 s, a second over the
+ * time-out) it would have none, and every handed delivery would wait for its lease to run out.
+ */
+const HANDOFF_READ_WINDOW_MS = 10_000;
 
 export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const timeoutMs = deps.attemptTimeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS;
+  const handoffLeaseMs = Math.max(leaseMs, timeoutMs + HANDOFF_LEASE_MARGIN_MS + HANDOFF_READ_WINDOW_MS);
   const idle = deps.idleMs ?? DEFAULT_IDLE;
   const failingDisableMs = deps.failingDisableMs ?? WEBHOOK_FAILING_DISABLE_MS;
   if (leaseMs <= timeoutMs) throw new Error("the lease must outlast an attempt's time-out");
@@ -159,6 +170,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   /** Handed events waiting for their read, and the read under way (one at a time). */
   const handed: HandedEvent[] = [];
   let confirming: Promise<void> | undefined;
+  /** Set once `stop` is over: handed events are left to their leases (Postgres may be closing). */
+  let closed = false;
   let handoffFailures = 0;
   /**
    * Successes of handed deliveries: their settle wakes no claim. Only the message's later events
@@ -446,9 +459,9 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   /** Takes the events of a committed append (see {@link WebhookHandoff}); their reads go one at a time. */
   function handOff(events: readonly HandedEvent[]): void {
-    // Over the bound: left to their leases, then claimed. (Once stopped, the dispatcher still
-    // reads what the jobs finishing their work hand it, and gives it back at once.)
-    if (events.length === 0 || handed.length + events.length > MAX_HANDED_WAITING) return;
+    // Over the bound, or stopped for good: left to their leases, then claimed. (While it stops,
+    // the dispatcher still reads what the jobs finishing their work hand it, and gives it back.)
+    if (closed || events.length === 0 || handed.length + events.length > MAX_HANDED_WAITING) return;
     handed.push(...events);
     confirming ??= confirmHanded().finally(() => {
       confirming = undefined;
@@ -465,7 +478,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       const batch = handed.splice(0, MAX_HANDED_BATCH);
       let deliveries: ClaimedDelivery[];
       try {
-        deliveries = await confirmHandedDeliveries(deps.sql, batch, timeoutMs + HANDOFF_LEASE_MARGIN_MS);
+        deliveries = await confirmHandedDeliveries(deps.sql, batch, {
+          bornLeaseMs: handoffLeaseMs,
+          minLeaseLeftMs: timeoutMs + HANDOFF_LEASE_MARGIN_MS,
+        });
         handoffFailures = 0;
       } catch (error) {
         handoffFailures++;
@@ -488,7 +504,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       if (givenBack.length > 0) {
         // Where this fails, their leases run out instead.
-        await giveBackDeliveries(deps.sql, givenBack).catch((error: unknown) => {
+        await giveBackDeliveries(deps.sql, givenBack, handoffLeaseMs).catch((error: unknown) => {
           deps.database?.reportFailure(error);
         });
         wake?.();
@@ -548,7 +564,20 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
         await pause(Math.min(MAX_ERROR_BACKOFF_MS, idle.min * 2 ** Math.min(failures, 10)));
         continue;
       }
-      for (const delivery of claimed) start(delivery);
+      // The claim counted the slots before it began; handoffs may have taken some meanwhile. What
+      // no longer fits is given back at once (rare: a handoff and a claim for one endpoint at once).
+      const over: ClaimedDelivery[] = [];
+      for (const delivery of claimed) {
+        const atEndpoint = inFlightByEndpoint.get(delivery.endpointId) ?? 0;
+        if (inFlight < deps.concurrency && atEndpoint < deps.endpointConcurrency) start(delivery);
+        else over.push(delivery);
+      }
+      if (over.length > 0) {
+        await releaseLeases(deps.sql, over).catch((error: unknown) => {
+          // Where this fails, their leases run out instead.
+          deps.database?.reportFailure(error);
+        });
+      }
       capped = cappedAfter(inFlightBefore, claimed, deps.endpointConcurrency);
       if (stopped) break;
       backlog = claimed.length === free;
@@ -569,7 +598,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     get inFlight() {
       return inFlight;
     },
-    handoff: { leaseMs, handOff },
+    handoff: { leaseMs: handoffLeaseMs, handOff },
     async stop(drainMs = DEFAULT_DRAIN_MS) {
       stopped = true;
       wake?.();
@@ -591,6 +620,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       await settling;
       if (outcomes.length > 0) await settleAll();
       await confirming;
+      closed = true;
     },
   };
 }

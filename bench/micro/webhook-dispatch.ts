@@ -102,7 +102,12 @@ async function main(): Promise<void> {
     const results: string[] = [];
     try {
       for (let round = 1; round <= ROUNDS; round++) {
-        const { keys, handed } = await writeMessages(sql, organizations, MESSAGES, HANDOFF);
+        const { keys, handed } = await writeMessages(
+          sql,
+          organizations,
+          MESSAGES,
+          HANDOFF ? dispatcher?.handoff.leaseMs : undefined,
+        );
         await receiver.expect(keys);
         // The floor writes no deliveries of its own: the trigger's are dropped before the clock starts.
         if (FLOOR) await sql`truncate webhook_deliveries`;
@@ -262,14 +267,14 @@ async function floorDrain(
 /**
  * `count` SMS messages (records and their `accepted` and `success` events, as the worker writes
  * them, in statements of 500 events): the fan-out trigger writes one delivery per success, born
- * leased with `handoff`. Returns the receiver's keys of the success events, and those events as
+ * leased for `handoffLeaseMs` when given. Returns the receiver's keys of the success events, and those events as
  * the worker would hand them to its dispatcher.
  */
 async function writeMessages(
   sql: postgres.Sql,
   organizations: string[],
   count: number,
-  handoff: boolean,
+  handoffLeaseMs: number | undefined,
 ): Promise<{ keys: string[]; handed: HandedEvent[] }> {
   const keys: string[] = [];
   const handed: HandedEvent[] = [];
@@ -302,8 +307,9 @@ async function writeMessages(
       [2, "success", { provider: "simulator", providerMessageId: "SM0" }],
     ] as const) {
       await sql.begin(async (tx) => {
-        // As the worker's appends ask for it (src/store/events.ts), for the whole round.
-        if (handoff) await tx`select set_config('notify.webhook_handoff_lease_ms', '600000', true)`;
+        // As the worker's appends ask for it (src/store/events.ts).
+        if (handoffLeaseMs !== undefined)
+          await tx`select set_config('notify.webhook_handoff_lease_ms', ${String(handoffLeaseMs)}, true)`;
         await tx`insert into message_events ${tx(
           batch.map(({ id, organizationId }) => ({
             message_id: id,

@@ -22,6 +22,17 @@ export const WEBHOOK_EVENT_TYPES = [
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /**
+ * A message's final events: one per message. An endpoint that takes only these (some of them)
+ * has at most one delivery per message, which the worker hands its own dispatcher (decision 0036,
+ * "The handoff"; db/migrations/0024_webhook-handoff.sql names the same three).
+ */
+export const FINAL_WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = [
+  "message.succeeded",
+  "message.failed",
+  "message.rejected",
+];
+
+/**
  * The webhook event a message event is sent as; undefined for the events not sent (an attempt
  * starting, a `sent` receipt: only a receipt's outcome is sent, docs/decisions/0038). Migration 0012's SQL function `webhook_event_type` (the fan-out trigger and recover use it) maps them the same
  * way: change both (a test checks they agree).

@@ -196,7 +196,8 @@ const APPEND_SUPPRESSING = `with appended as (${insertEventsFrom(`json_to_record
  * {@link APPEND} that sets `notify.webhook_handoff_lease_ms` to `$3` for its transaction: the
  * webhook fan-out then writes the deliveries it can hand off already leased to this process for
  * that long (db/migrations/0024_webhook-handoff.sql, docs/decisions/0036, "The handoff"). Set in
- * the statement itself, so no other statement of the connection, and no other writer, has it.
+ * the statement itself, for its transaction: outside an explicit one (as the delivery worker runs
+ * it), no other statement of the connection, and no other writer, has it.
  */
 const APPEND_HANDING_OFF = `with appended as (${insertEventsFrom(
   `json_to_recordset($1::json) as e(${EVENT_INPUT})

@@ -2,7 +2,7 @@ import type { SqlClient } from "../../db/client.js";
 import { isUndefinedTable } from "../../db/errors.js";
 import type { Channel, MessageEvent } from "../domain/events.js";
 import type { PriorityTier } from "../domain/priority.js";
-import type { MessageFacts } from "../domain/webhooks.js";
+import { FINAL_WEBHOOK_EVENT_TYPES, type MessageFacts } from "../domain/webhooks.js";
 import { type DayTables, onDayTables, oneDayOf } from "./day-partitions.js";
 import { runStatement, runStatementPlannedEachTime } from "./statement.js";
 
@@ -177,6 +177,21 @@ update webhook_deliveries d set leased_until = null
 from unnest($1::text[], $2::text[]) as l(id, leased_until)
 where d.id = l.id::bigint and d.leased_until = l.leased_until::timestamptz`;
 
+/**
+ * Gives back leases a claim took ({@link RELEASE}): where the details could not be read, or where
+ * the dispatcher will not start what it claimed (its handoffs took the slots meanwhile).
+ */
+export async function releaseLeases(
+  sql: SqlClient,
+  leases: ReadonlyArray<{ id: number | string; leasedUntil: string }>,
+): Promise<void> {
+  if (leases.length === 0) return;
+  await runStatementPlannedEachTime(sql, RELEASE, [
+    leases.map((lease) => String(lease.id)),
+    leases.map((lease) => lease.leasedUntil),
+  ]);
+}
+
 interface LeaseRow {
   id: string | number;
   leased_until: string;
@@ -237,10 +252,10 @@ export async function claimDueDeliveries(sql: SqlClient, options: ClaimOptions):
     // The leases have committed: given back, where Postgres still answers, the deliveries go at
     // the next claim instead of when their leases run out. (Waited for: bounded by the client's
     // connect and statement time-outs.)
-    await runStatementPlannedEachTime(sql, RELEASE, [
-      leases.map((lease) => String(lease.id)),
-      leases.map((lease) => lease.leased_until),
-    ]).catch(() => {});
+    await releaseLeases(
+      sql,
+      leases.map((lease) => ({ id: lease.id, leasedUntil: lease.leased_until })),
+    ).catch(() => {});
     throw error;
   }
   const byOrdinal = new Map(details.map((row) => [row.ord, row]));
@@ -318,17 +333,25 @@ function toClaimedDelivery(lease: LeaseRow, row: DetailsRow): ClaimedDelivery {
       seq: lease.seq,
     } as MessageEvent & { seq: number },
     message: { channel: row.channel, priority: row.priority, notificationType: row.notification_type },
-    endpoint: {
-      id: lease.endpoint_id,
-      organizationId: lease.organization_id,
-      url: row.url,
-      secretSealed: row.secret_sealed,
-      previousSecretSealed: row.previous_secret_sealed,
-      previousSecretExpiresAt: row.previous_secret_expires_at
-        ? new Date(row.previous_secret_expires_at)
-        : null,
-      updatedAt: row.endpoint_updated_at,
-    },
+    endpoint: toClaimedEndpoint(lease.endpoint_id, lease.organization_id, row),
+  };
+}
+
+/** An endpoint's columns as a claim's details or a handoff's read select them. */
+type EndpointColumns = Pick<
+  DetailsRow,
+  "url" | "secret_sealed" | "previous_secret_sealed" | "previous_secret_expires_at" | "endpoint_updated_at"
+>;
+
+function toClaimedEndpoint(id: string, organizationId: string, row: EndpointColumns): ClaimedEndpoint {
+  return {
+    id,
+    organizationId,
+    url: row.url,
+    secretSealed: row.secret_sealed,
+    previousSecretSealed: row.previous_secret_sealed,
+    previousSecretExpiresAt: row.previous_secret_expires_at ? new Date(row.previous_secret_expires_at) : null,
+    updatedAt: row.endpoint_updated_at,
   };
 }
 
@@ -343,9 +366,11 @@ export interface HandedEvent {
 
 /**
  * The deliveries of handed events (`$1` their organizations, `$2` their messages, `$3` their seq)
- * that the fan-out wrote leased to the appending process: untried, their lease the one they were
- * born with (`leased_until = next_attempt_at`, which a claim never writes), with more than `$4` ms
- * of it left (an attempt's time-out: the POST ends before another process may take the row). Each
+ * that the fan-out wrote leased to the appending process, which it does for endpoints of final
+ * events only (`$5`): untried, their lease the one they were born with (`$6` ms after their
+ * `next_attempt_at`, which a claim never leaves: it leases only rows due before it began, which
+ * is after their writer's), with more than `$4` ms of it left (an attempt's time-out and a
+ * margin: the POST ends before another process may take the row). Each
  * is found by its unique key, the endpoints of its organization giving the first column; with
  * what the POST needs of the endpoint. Prepared: planning it at each call cost the database about
  * 30 µs a delivery at 25 a read (bench/micro/webhook-dispatch.ts --handoff). The lateral subquery
@@ -360,45 +385,43 @@ select k.ord::integer as ord, d.id, w.id as endpoint_id, d.event_type, d.leased_
   w.updated_at::text as endpoint_updated_at
 from unnest($1::uuid[], $2::uuid[], $3::integer[]) with ordinality as k(organization_id, message_id, seq, ord)
 join webhook_endpoints w on w.organization_id = k.organization_id and w.enabled
+  and w.event_types <@ $5::text[]
 cross join lateral (
   select d.id, d.event_type, d.leased_until from webhook_deliveries d
   where d.endpoint_id = w.id and d.message_id = k.message_id and d.seq = k.seq
-    and d.attempts = 0 and d.leased_until = d.next_attempt_at
+    and d.attempts = 0 and d.leased_until = d.next_attempt_at + $6::integer * interval '1 millisecond'
     and d.leased_until > now() + $4::integer * interval '1 millisecond'
   limit 1) d
 order by k.ord, w.id`;
 
-interface HandedRow {
+interface HandedRow extends EndpointColumns {
   ord: number;
   id: string | number;
   endpoint_id: string;
   event_type: string;
   leased_until: string;
-  url: string;
-  secret_sealed: Buffer;
-  previous_secret_sealed: Buffer | null;
-  previous_secret_expires_at: string | null;
-  endpoint_updated_at: string;
 }
 
 /**
  * The deliveries the fan-out leased to this process for `handed` (one per endpoint subscribed to
  * an event, where the order of its message's events let it be born leased), ready to POST, in the
- * events' order. An event with none (no endpoint takes it, or its delivery waits behind an earlier
- * one and was written unleased, for the claim) gives nothing. `minLeaseLeftMs`: a delivery whose
- * lease ends sooner is left to run out and be claimed.
+ * events' order. An event with none (no endpoint of final events only takes it) gives nothing.
+ * `bornLeaseMs`: the lease the appends asked for; `minLeaseLeftMs`: a delivery whose lease ends
+ * sooner is left to run out and be claimed.
  */
 export async function confirmHandedDeliveries(
   sql: SqlClient,
   handed: readonly HandedEvent[],
-  minLeaseLeftMs: number,
+  lease: { bornLeaseMs: number; minLeaseLeftMs: number },
 ): Promise<ClaimedDelivery[]> {
   if (handed.length === 0) return [];
   const rows = await runStatement<HandedRow[]>(sql, CONFIRM_HANDED, [
     handed.map((h) => h.message.organizationId),
     handed.map((h) => h.message.messageId),
     handed.map((h) => h.event.seq),
-    Math.round(minLeaseLeftMs),
+    Math.round(lease.minLeaseLeftMs),
+    FINAL_WEBHOOK_EVENT_TYPES,
+    Math.round(lease.bornLeaseMs),
   ]);
   return rows.map((row) => {
     const { message, event } = handed[row.ord - 1] as HandedEvent;
@@ -418,32 +441,29 @@ export async function confirmHandedDeliveries(
         priority: message.priority,
         notificationType: message.notificationType,
       },
-      endpoint: {
-        id: row.endpoint_id,
-        organizationId: message.organizationId,
-        url: row.url,
-        secretSealed: row.secret_sealed,
-        previousSecretSealed: row.previous_secret_sealed,
-        previousSecretExpiresAt: row.previous_secret_expires_at
-          ? new Date(row.previous_secret_expires_at)
-          : null,
-        updatedAt: row.endpoint_updated_at,
-      },
+      endpoint: toClaimedEndpoint(row.endpoint_id, message.organizationId, row),
     };
   });
 }
 
 /**
- * Gives back handed deliveries this process will not POST now (`$1` their ids): due at once,
- * unleased, for any claim. Only rows still born leased (untouched since the confirm) change.
+ * Gives back handed deliveries this process will not POST now (`$1` their ids, `$2` their born
+ * lease in ms): unleased, so due for any claim (they were born due). Only the lease changes, an
+ * unindexed column: a HOT update, nothing written to the due index, however many an endpoint at
+ * its cap gives back. Only rows still born leased (untouched since the read) change.
  */
 const GIVE_BACK = `
-update webhook_deliveries d set leased_until = null, next_attempt_at = now()
-where d.id = any($1::bigint[]) and d.attempts = 0 and d.leased_until = d.next_attempt_at`;
+update webhook_deliveries d set leased_until = null
+where d.id = any($1::bigint[]) and d.attempts = 0
+  and d.leased_until = d.next_attempt_at + $2::integer * interval '1 millisecond'`;
 
-export async function giveBackDeliveries(sql: SqlClient, ids: readonly number[]): Promise<void> {
+export async function giveBackDeliveries(
+  sql: SqlClient,
+  ids: readonly number[],
+  bornLeaseMs: number,
+): Promise<void> {
   if (ids.length === 0) return;
-  await runStatementPlannedEachTime(sql, GIVE_BACK, [ids.map(String)]);
+  await runStatementPlannedEachTime(sql, GIVE_BACK, [ids.map(String), Math.round(bornLeaseMs)]);
 }
 
 /** What came of one attempt of a claimed delivery, and what follows it. */

@@ -47,7 +47,7 @@ const confirm = (tx: postgres.Sql, messageIds: readonly string[]) =>
         },
       }),
     ),
-    10_000,
+    { bornLeaseMs: 60_000, minLeaseLeftMs: 10_000 },
   );
 
 beforeAll(async () => {
@@ -56,8 +56,10 @@ beforeAll(async () => {
   sql = createDatabase({ url: own.url, poolSize: 1 }).sql;
   await sql`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Claim', true)`;
   for (const id of endpoints) {
-    await sql`insert into webhook_endpoints (id, organization_id, url, enabled, secret_sealed, created_at, updated_at)
-      values (${id}, ${organizationId}, 'https://example.com/hook', true, ${randomBytes(40)}, now(), now())`;
+    // Of final events only: the handoff's read (below) looks at such endpoints alone.
+    await sql`insert into webhook_endpoints (id, organization_id, url, enabled, secret_sealed, event_types, created_at, updated_at)
+      values (${id}, ${organizationId}, 'https://example.com/hook', true, ${randomBytes(40)},
+        '{message.succeeded,message.failed}', now(), now())`;
   }
   await sql`alter table webhook_deliveries set (autovacuum_enabled = off)`;
   await sql`vacuum analyze webhook_deliveries`;
@@ -152,7 +154,7 @@ describe("the handoff's read on a delivery table that filled since it was first 
     await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at,
         next_attempt_at, leased_until)
       select ${endpoints[0] as string}, ${organizationId}, m, 2, 'message.succeeded', now(),
-        now() + interval '1 minute', now() + interval '1 minute'
+        now(), now() + interval '1 minute'
       from unnest(${handed}::uuid[]) m`;
     let read: Awaited<ReturnType<typeof confirm>> = [];
     const scans = await scansDuring(sql, "webhook_deliveries", async (tx) => {

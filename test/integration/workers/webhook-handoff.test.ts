@@ -52,6 +52,9 @@ interface Received {
 const received: Received[] = [];
 /** How long a path takes to answer, in ms. */
 const delays = new Map<string, number>();
+/** POSTs under way by path now, and the most there were at once. */
+const underWay = new Map<string, number>();
+const mostAtOnce = new Map<string, number>();
 const receiver: Server = createServer((request: IncomingMessage, response: ServerResponse) => {
   const chunks: Buffer[] = [];
   request.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -59,7 +62,13 @@ const receiver: Server = createServer((request: IncomingMessage, response: Serve
     const path = request.url ?? "";
     const headers = Object.fromEntries(Object.entries(request.headers).map(([k, v]) => [k, String(v)]));
     received.push({ path, headers, body: Buffer.concat(chunks).toString(), at: Date.now() });
-    setTimeout(() => response.writeHead(200).end("ok"), delays.get(path) ?? 0);
+    const now = (underWay.get(path) ?? 0) + 1;
+    underWay.set(path, now);
+    mostAtOnce.set(path, Math.max(now, mostAtOnce.get(path) ?? 0));
+    setTimeout(() => {
+      underWay.set(path, (underWay.get(path) ?? 1) - 1);
+      response.writeHead(200).end("ok");
+    }, delays.get(path) ?? 0);
   });
 });
 let base = "";
@@ -97,7 +106,7 @@ interface Row {
   message_id: string;
   seq: number;
   event_type: string;
-  /** Whether the row was born leased: `leased_until = next_attempt_at`. */
+  /** Whether the row was born leased: leased for exactly LEASE_MS after it was due. */
   born: boolean;
   /** Milliseconds of lease left (null when unleased). */
   lease_left_ms: number | null;
@@ -106,7 +115,7 @@ interface Row {
 async function rowsOf(messageId: string): Promise<Row[]> {
   return h.sql<Row[]>`
     select endpoint_id, message_id, seq, event_type,
-      coalesce(leased_until = next_attempt_at, false) as born,
+      coalesce(leased_until = next_attempt_at + ${LEASE_MS} * interval '1 millisecond', false) as born,
       (extract(epoch from leased_until - now()) * 1000)::float8 as lease_left_ms
     from webhook_deliveries where message_id = ${messageId} order by seq, endpoint_id`;
 }
@@ -211,11 +220,12 @@ describe("the fan-out of an append that hands off", () => {
     const born = oneRows.find((r) => r.born);
     expect(born?.lease_left_ms).toBeGreaterThan(LEASE_MS - 10_000);
     expect(born?.lease_left_ms).toBeLessThanOrEqual(LEASE_MS);
-    // The unleased rows are due now, for any claim; the born one is not.
-    const [due] = await h.sql<Array<{ n: number }>>`
-      select count(*)::int as n from webhook_deliveries
-      where message_id = ${one.id} and next_attempt_at <= now()`;
-    expect(due?.n).toBe(3);
+    // Every row is due; the born one alone is leased, so no claim may take it.
+    const [claimable] = await h.sql<Array<{ n: number; due: number }>>`
+      select count(*) filter (where leased_until is null or leased_until <= now())::int as n,
+        count(*) filter (where next_attempt_at <= now())::int as due
+      from webhook_deliveries where message_id = ${one.id}`;
+    expect(claimable).toEqual({ n: 3, due: 4 });
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 
@@ -239,17 +249,27 @@ describe("the fan-out of an append that hands off", () => {
     const handed = [{ message: facts, event: { ...(events[1] as MessageEvent), seq: 3 } }];
 
     // `all` takes every event: its success is written unleased, for the claim, and not read.
-    const read = await confirmHandedDeliveries(h.sql, handed, 10_000);
+    const read = await confirmHandedDeliveries(h.sql, handed, {
+      bornLeaseMs: LEASE_MS,
+      minLeaseLeftMs: 10_000,
+    });
     expect(read.map((d) => [d.endpointId, d.seq, d.eventType, d.attempts])).toEqual([
       [finals.id, 3, "message.succeeded", 0],
     ]);
     expect(read[0]?.endpoint.url).toBe(`${base}/read/finals`);
     // Less lease left than asked for: not read (the POST could outlast it).
-    expect(await confirmHandedDeliveries(h.sql, handed, LEASE_MS + 1_000)).toEqual([]);
+    expect(
+      await confirmHandedDeliveries(h.sql, handed, {
+        bornLeaseMs: LEASE_MS,
+        minLeaseLeftMs: LEASE_MS + 1_000,
+      }),
+    ).toEqual([]);
 
     // Given back: unleased and due, so the claim takes it now, not when the lease would have ended.
-    await giveBackDeliveries(h.sql, [read[0]?.id as number]);
-    expect(await confirmHandedDeliveries(h.sql, handed, 10_000)).toEqual([]);
+    await giveBackDeliveries(h.sql, [read[0]?.id as number], LEASE_MS);
+    expect(
+      await confirmHandedDeliveries(h.sql, handed, { bornLeaseMs: LEASE_MS, minLeaseLeftMs: 10_000 }),
+    ).toEqual([]);
     const claim = await claimDueDeliveries(h.sql, {
       limit: 10,
       perEndpoint: 4,
@@ -258,7 +278,30 @@ describe("the fan-out of an append that hands off", () => {
     });
     expect(claim.deliveries.map((d) => [d.endpointId, d.seq])).toContainEqual([finals.id, 3]);
     // Leased by that claim now: the appender's read does not take it (a claim's lease is never born).
-    expect(await confirmHandedDeliveries(h.sql, handed, 10_000)).toEqual([]);
+    expect(
+      await confirmHandedDeliveries(h.sql, handed, { bornLeaseMs: LEASE_MS, minLeaseLeftMs: 10_000 }),
+    ).toEqual([]);
+    await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
+  });
+});
+
+describe("the handoff's setting", () => {
+  it("given an append that hands off and then one that does not, on the same connection, then only the first's delivery is born leased", async () => {
+    const organization = await onboard(h);
+    await createEndpoint(organization.apiKey, "/scope/finals", ["message.succeeded"]);
+    const one = await accepted(organization);
+    const two = await accepted(organization);
+    const connection = await h.sql.reserve();
+    try {
+      await writeAppends(connection, [{ state: one.state, events: [started, succeeded(one.id)] }], [], {
+        handoffLeaseMs: LEASE_MS,
+      });
+      await writeAppends(connection, [{ state: two.state, events: [started, succeeded(two.id)] }]);
+    } finally {
+      connection.release();
+    }
+    expect((await rowsOf(one.id)).map((r) => r.born)).toEqual([true]);
+    expect((await rowsOf(two.id)).map((r) => r.born)).toEqual([false]);
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 });
@@ -330,6 +373,13 @@ describe("the worker handing its events to its dispatcher", () => {
     return deliveries.map((d, i) => ({ at: d.at, messageId: bodies[i]?.data.message_id as string }));
   }
 
+  /** Each message's success reached `path` exactly once. */
+  function onceEach(path: string, ids: string[]) {
+    const ofPath = received.filter((r) => r.path === path).map((r) => r.headers["webhook-id"]);
+    expect(ofPath.length).toBe(ids.length);
+    expect(new Set(ofPath).size).toBe(ids.length);
+  }
+
   async function settled(endpointId: string, count: number) {
     await eventually(
       async () => {
@@ -345,8 +395,9 @@ describe("the worker handing its events to its dispatcher", () => {
 
   it("given a claim that would not come for a minute, then the final events are POSTed at once all the same, signed, and settled", async () => {
     // One claim at the start, then none for a minute: only the handoff can deliver in time, and
-    // without it the born leases (a minute) would keep the rows from any claim.
-    start({ idleMs: { min: 60_000, max: 60_000 } });
+    // without it the born leases would keep the rows from any claim for 21 s.
+    // At the shortest WEBHOOK_LEASE_MS (11 s): the born lease still leaves the read its window.
+    start({ leaseMs: 11_000, idleMs: { min: 60_000, max: 60_000 } });
     const organization = await onboard(h);
     const endpoint = await createEndpoint(organization.apiKey, "/handed", [
       "message.succeeded",
@@ -355,6 +406,7 @@ describe("the worker handing its events to its dispatcher", () => {
     const ids = await sendAll(organization.apiKey, 3);
     await succeededAt("/handed", endpoint.secret, ids);
     await settled(endpoint.id, 3);
+    onceEach("/handed", ids);
   });
 
   it("given an endpoint at its cap, then the handed deliveries it cannot take now are given back and claimed, not left to their leases", async () => {
@@ -367,7 +419,9 @@ describe("the worker handing its events to its dispatcher", () => {
     const deliveries = await succeededAt("/capped", endpoint.secret, ids);
     // One at a time (300 ms each), well before the minute's lease would have run out.
     expect(Math.max(...deliveries.map((d) => d.at)) - sentAt).toBeLessThan(15_000);
+    expect(mostAtOnce.get("/capped")).toBe(1);
     await settled(endpoint.id, 4);
+    onceEach("/capped", ids);
   });
 
   it("given a handoff that never comes (a crash after the append's commit), then the deliveries are claimed once their leases run out, once each", async () => {
@@ -390,5 +444,6 @@ describe("the worker handing its events to its dispatcher", () => {
       expect(delivery.at - (eventAt.get(delivery.messageId) ?? Number.NaN)).toBeGreaterThanOrEqual(leaseMs);
     }
     await settled(endpoint.id, 2);
+    onceEach("/lost", ids);
   });
 });
