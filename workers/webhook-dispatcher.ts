@@ -92,7 +92,7 @@ export interface WebhookHandoff {
    * at least an attempt's time-out and 11 s (the time a handed event may take to be read and started).
    */
   readonly leaseMs: number;
-  /** The events of an append that has committed, those a webhook may carry among them. */
+  /** The final events of an append that has committed. */
   handOff(events: readonly HandedEvent[]): void;
 }
 
@@ -457,6 +457,13 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     wake?.();
   }
 
+  /** Whether one more attempt to `endpointId` fits the process's cap and the endpoint's. */
+  function hasSlot(endpointId: string): boolean {
+    return (
+      inFlight < deps.concurrency && (inFlightByEndpoint.get(endpointId) ?? 0) < deps.endpointConcurrency
+    );
+  }
+
   /** Takes the events of a committed append (see {@link WebhookHandoff}); their reads go one at a time. */
   function handOff(events: readonly HandedEvent[]): void {
     // Over the bound, or stopped for good: left to their leases, then claimed. (While it stops,
@@ -495,12 +502,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       const givenBack: number[] = [];
       for (const delivery of deliveries) {
-        const atEndpoint = inFlightByEndpoint.get(delivery.endpointId) ?? 0;
-        if (!stopped && inFlight < deps.concurrency && atEndpoint < deps.endpointConcurrency) {
-          start(delivery, true);
-        } else {
-          givenBack.push(delivery.id);
-        }
+        if (!stopped && hasSlot(delivery.endpointId)) start(delivery, true);
+        else givenBack.push(delivery.id);
       }
       if (givenBack.length > 0) {
         // Where this fails, their leases run out instead.
@@ -568,8 +571,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       // no longer fits is given back at once (rare: a handoff and a claim for one endpoint at once).
       const over: ClaimedDelivery[] = [];
       for (const delivery of claimed) {
-        const atEndpoint = inFlightByEndpoint.get(delivery.endpointId) ?? 0;
-        if (inFlight < deps.concurrency && atEndpoint < deps.endpointConcurrency) start(delivery);
+        if (hasSlot(delivery.endpointId)) start(delivery);
         else over.push(delivery);
       }
       if (over.length > 0) {
