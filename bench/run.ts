@@ -26,7 +26,8 @@ import { endToEndWebhooksScenario, webhooksHangingScenario } from "./lib/webhook
  *   --only ceiling,accept-64,accept-64-senders-off,accept-64-idempotent,accept-64-worker,accept-256,
  *          accept-batch,e2e,e2e-webhooks,webhooks-hanging,e2e-cluster,read,priority,noisy-templates,
  *          noisy-neighbour
- *          (default: all; e2e-webhooks and e2e-cluster bring e2e along: their targets are ratios to e2e's figures)
+ *          (default: all; e2e-webhooks and e2e-cluster run e2e twice beside their own two runs,
+ *          interleaved: their targets are ratios to e2e's figures, bench/lib/interleaved.ts)
  *   --duration 15   --warmup 3   --label name   --env KEY=VALUE (repeatable, for web and worker)
  *   --e2e-messages 20000   --flood 50000   --otp 500   --webhook-rate 200 (per organization, webhooks-hanging)
  *   --profile   (web and worker run with --cpu-prof; see bench/profile-summary.ts)
@@ -78,9 +79,6 @@ const selected = new Set<ScenarioId>(
 for (const id of selected) {
   if (!SCENARIOS.includes(id)) throw new Error(`unknown scenario ${id}; known: ${SCENARIOS.join(", ")}`);
 }
-// The webhook and cluster scenarios' targets are ratios to e2e's figures in the same run.
-const addedE2e = (selected.has("e2e-webhooks") || selected.has("e2e-cluster")) && !selected.has("e2e");
-if (addedE2e) selected.add("e2e");
 
 const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const settings: Settings = {
@@ -182,8 +180,6 @@ async function main(): Promise<void> {
     report.results.endToEnd = endToEnd;
     report.results.read = read;
   }
-  if (addedE2e) log("e2e ran too, for the ratios to its figures");
-  // Right after e2e, so the ratio compares the same minutes of the machine.
   report.results.endToEndWebhooks = await run("e2e-webhooks", () => endToEndWebhooksScenario(settings));
   report.results.webhooksHanging = await run("webhooks-hanging", () => webhooksHangingScenario(settings));
   report.results.endToEndCluster = await run("e2e-cluster", () => endToEndClusterScenario(settings));

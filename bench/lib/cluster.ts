@@ -1,20 +1,30 @@
 import { RedisClusterUnderTest } from "../../test/support/redis-topologies.js";
+import { endToEndRun, type Interleaved, interleaved } from "./interleaved.js";
 import { type EndToEndResult, measureEndToEnd, type Settings, withStack } from "./scenarios.js";
 
 /**
  * Scenario `e2e-cluster` (issue 18): e2e's run on a local Redis Cluster of three masters
  * (`redis-server --cluster-enabled`, on free ports, torn down after) with `QUEUE_SHARDS=3`, so
- * each master holds one delivery queue; its figures are compared with e2e's on the one Redis
- * node, run just before it. Redis's CPU per message is every `redis-server` of the machine's, the
- * cluster's three included.
+ * each master holds one delivery queue, beside e2e's run on the one Redis node: twice each,
+ * interleaved (interleaved.ts), the targets' ratios of their sums. Redis's CPU per message is
+ * every `redis-server` of the machine's, the cluster's three included.
  */
-export interface EndToEndClusterResult extends EndToEndResult {
+export interface EndToEndClusterResult extends Interleaved<EndToEndResult> {
   redis: { masters: number; shards: number };
 }
 
 const MASTERS = 3;
 
 export async function endToEndClusterScenario(settings: Settings): Promise<EndToEndClusterResult> {
+  const compared = await interleaved(
+    (round) => endToEndRun(settings, `e2enode${round}`),
+    (round) => clusterRun(settings, round),
+  );
+  return { ...compared, redis: { masters: MASTERS, shards: MASTERS } };
+}
+
+/** One run on a cluster of its own (started before the stack, stopped after it). */
+async function clusterRun(settings: Settings, round: number): Promise<EndToEndResult> {
   const cluster = await RedisClusterUnderTest.start({ masters: MASTERS });
   try {
     const env = {
@@ -24,10 +34,11 @@ export async function endToEndClusterScenario(settings: Settings): Promise<EndTo
       REDIS_CLUSTER_NODES: cluster.seeds,
       QUEUE_SHARDS: String(MASTERS),
     };
-    return await withStack("e2ecl", { ...settings, env }, async (stack) => {
-      const { endToEnd } = await measureEndToEnd(stack, settings);
-      return { ...endToEnd, redis: { masters: MASTERS, shards: MASTERS } };
-    });
+    return await withStack(
+      `e2ecl${round}`,
+      { ...settings, env },
+      async (stack) => (await measureEndToEnd(stack, settings)).endToEnd,
+    );
   } finally {
     await cluster.close();
   }

@@ -1,3 +1,4 @@
+import { endToEndRun, type Interleaved, interleaved } from "./interleaved.js";
 import { type CpuUsage, cpuDelta, cpuSnapshot, type LoadResult, load, RssMonitor } from "./load.js";
 import {
   type EndToEndResult,
@@ -40,7 +41,11 @@ export interface Receipts extends ReceiptSummary {
   trailS: number | null;
 }
 
-export interface EndToEndWebhooksResult extends EndToEndResult {
+/** e2e with webhooks beside e2e without, twice each, interleaved (interleaved.ts). */
+export type EndToEndWebhooksResult = Interleaved<WebhooksRunResult>;
+
+/** One run of e2e with status webhooks. */
+export interface WebhooksRunResult extends EndToEndResult {
   /** Endpoints registered (one per organization) through the API. */
   endpoints: number;
   receipts: Receipts;
@@ -145,13 +150,22 @@ function receipts(
 /**
  * Scenario `e2e-webhooks`: scenario e2e (20,000 messages as fast as they are accepted, worker
  * running) with one endpoint per organization (100), each subscribed to the final events and
- * served by the local receiver. Reports e2e's figures, and the receipts: every final event of the
- * measured messages delivered at least once, within RECEIPT_BOUND_MS after the last of them.
+ * served by the local receiver, beside e2e without endpoints: twice each, interleaved
+ * (interleaved.ts), the messages/s target a ratio of their sums. Each run with webhooks reports
+ * e2e's figures, and the receipts: every final event of the measured messages delivered at least
+ * once, within RECEIPT_BOUND_MS after the last of them.
  */
-export async function endToEndWebhooksScenario(settings: Settings): Promise<EndToEndWebhooksResult> {
+export function endToEndWebhooksScenario(settings: Settings): Promise<EndToEndWebhooksResult> {
+  return interleaved(
+    (round) => endToEndRun(settings, `e2enohooks${round}`),
+    (round) => webhooksRun(settings, round),
+  );
+}
+
+async function webhooksRun(settings: Settings, round: number): Promise<WebhooksRunResult> {
   const receiver = await startWebhookReceiver();
   try {
-    return await withStack("e2ewh", webhookEnv(settings, receiver), async (stack) => {
+    return await withStack(`e2ewh${round}`, webhookEnv(settings, receiver), async (stack) => {
       const secrets: Record<string, string> = {};
       for (const organization of stack.organizations) {
         const path = `/${organization.id}`;
