@@ -106,6 +106,14 @@ const MIN_CLAIM_GAP_MS = 5;
  * a success's settle but its message's later events to the same endpoint.
  */
 const MIN_SETTLE_GAP_MS = 20;
+/**
+ * Settles of nothing but handed successes are spaced by this much at least: nothing waits on them
+ * (a handed delivery is a final event, to an endpoint of final events only), and each settle costs
+ * Postgres about a millisecond whatever it records (its planning, the statement's fixed part), so
+ * under load five times fewer of them take a fifth of that. A row delivered stays this much longer
+ * in `webhook_deliveries`, leased, before it goes.
+ */
+const QUIET_SETTLE_GAP_MS = 100;
 const MAX_ERROR_BACKOFF_MS = 5_000;
 /** Failures in a row (not an outage) after which a batch is settled one outcome at a time, dropping what still fails. */
 const POISON_FAILURES = 3;
@@ -384,8 +392,13 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     /** Failures in a row that were not an outage. */
     let refusals = 0;
     while (outcomes.length > 0) {
-      const wait = lastSettleAt + MIN_SETTLE_GAP_MS - performance.now();
-      if (wait > 0 && !stopped) await sleep(wait);
+      const gap = outcomes.every((outcome) => quiet.has(outcome)) ? QUIET_SETTLE_GAP_MS : MIN_SETTLE_GAP_MS;
+      const wait = lastSettleAt + gap - performance.now();
+      if (wait > 0 && !stopped) {
+        // In steps of the shorter gap: an outcome that something waits on may come meanwhile.
+        await sleep(Math.min(wait, MIN_SETTLE_GAP_MS));
+        continue;
+      }
       lastSettleAt = performance.now();
       const batch = outcomes.splice(0, MAX_SETTLE_BATCH);
       try {
