@@ -1,6 +1,6 @@
 import { RedisClusterUnderTest } from "../../test/support/redis-topologies.js";
 import { endToEndRun, type Interleaved, interleaved } from "./interleaved.js";
-import { type EndToEndResult, measureEndToEnd, type Settings, withStack } from "./scenarios.js";
+import type { EndToEndResult, Settings } from "./scenarios.js";
 
 /**
  * Scenario `e2e-cluster` (issue 18): e2e's run on a local Redis Cluster of three masters
@@ -34,11 +34,7 @@ async function clusterRun(settings: Settings, round: number): Promise<EndToEndRe
       REDIS_CLUSTER_NODES: cluster.seeds,
       QUEUE_SHARDS: String(MASTERS),
     };
-    return await withStack(
-      `e2ecl${round}`,
-      { ...settings, env },
-      async (stack) => (await measureEndToEnd(stack, settings)).endToEnd,
-    );
+    return await endToEndRun({ ...settings, env }, `e2ecl${round}`);
   } finally {
     await cluster.close();
   }

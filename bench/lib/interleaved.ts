@@ -5,7 +5,7 @@ import { type EndToEndResult, measureEndToEnd, type Settings, withStack } from "
  * targets are ratios of the two. On this shared machine one run's figures move by a tenth or more
  * within minutes, as other work comes and goes, so a ratio of one run to one run just before it is
  * mostly that drift. Both run twice, interleaved in the order baseline, variant, variant, baseline
- * (a drift that is steady over the four cancels out of the sums), each run on a stack of its own,
+ * (a drift that is steady over the four cancels out of the sums, to first order), each run on a stack of its own,
  * and the ratios are of the sums: messages over the spans of their final events, and the machine's
  * CPU over the messages. Each pair's own ratios are reported beside them (noisy-neighbour.ts does
  * the same with its drains).
@@ -51,11 +51,11 @@ export async function interleaved<V extends EndToEndResult>(
   };
 }
 
+/** Unrounded: the targets compare these with their bounds (the report rounds them for display). */
 function ratios(baseline: EndToEndResult[], variant: EndToEndResult[]): Ratios {
-  const round = (value: number) => Math.round(value * 100) / 100;
   return {
-    messagesPerS: round(messagesPerS(variant) / messagesPerS(baseline)),
-    machineCpuPerMessage: round(machineCpuPerMessage(variant) / machineCpuPerMessage(baseline)),
+    messagesPerS: messagesPerS(variant) / messagesPerS(baseline),
+    machineCpuPerMessage: machineCpuPerMessage(variant) / machineCpuPerMessage(baseline),
   };
 }
 

@@ -87,11 +87,11 @@ function ratioMeasure(compared: Interleaved<EndToEndResult>, key: keyof Ratios):
   const runs = (list: EndToEndResult[]) =>
     list
       .map((r) => (key === "messagesPerS" ? fmt(r.messagesPerS) : fmt(r.cpuUsPerMessage.machine)))
-      .join(" + ");
+      .join(", ");
   const unit = key === "messagesPerS" ? "msg/s" : "µs";
   return (
     `${fmt(compared.ratios[key], 2)} (pairs ${compared.pairs.map((p) => fmt(p[key], 2)).join(", ")}; ` +
-    `${runs(compared.variant)} against ${runs(compared.baseline)} ${unit})`
+    `runs ${runs(compared.variant)} against ${runs(compared.baseline)} ${unit})`
   );
 }
 
@@ -99,27 +99,27 @@ function webhookTargets(report: BenchReport): Target[] {
   const { endToEndWebhooks: withHooks, webhooksHanging: hanging } = report.results;
   const list: Target[] = [];
   if (withHooks) {
-    // The run that missed the bound, else the one with the higher p99.
+    list.push({
+      what: "status webhooks, end to end: messages/s ÷ e2e's without webhooks, two runs each interleaved, of the sums",
+      measured: ratioMeasure(withHooks, "messagesPerS"),
+      target: "≥ 0.85",
+      met: withHooks.allFinalWithinBound && withHooks.ratios.messagesPerS >= 0.85,
+    });
+    // The run that missed the bound, else the one with the higher p99 (none measured: the highest).
+    const p99 = (r: Receipts) => (r.received === 0 ? Number.POSITIVE_INFINITY : r.eventToReceiptMs.p99);
     const worst = [...withHooks.variant].sort(
       (a, b) =>
         Number(receiptsMet(a.receipts)) - Number(receiptsMet(b.receipts)) ||
-        b.receipts.eventToReceiptMs.p99 - a.receipts.eventToReceiptMs.p99,
+        p99(b.receipts) - p99(a.receipts),
     )[0];
-    if (!worst) return list;
-    list.push(
-      {
-        what: "status webhooks, end to end: messages/s ÷ e2e's without webhooks, two runs each interleaved, of the sums",
-        measured: ratioMeasure(withHooks, "messagesPerS"),
-        target: "≥ 0.85",
-        met: withHooks.allFinalWithinBound && withHooks.ratios.messagesPerS >= 0.85,
-      },
-      {
+    if (worst) {
+      list.push({
         what: `status webhooks, end to end: event→receipt p99 (the worse run's), every final event received within ${worst.receipts.boundS} s`,
         measured: receiptMeasure(worst.receipts),
         target: "≤ 1,000 ms",
         met: withHooks.variant.every((run) => receiptsMet(run.receipts)),
-      },
-    );
+      });
+    }
   }
   if (hanging) {
     list.push({
