@@ -20,7 +20,7 @@ import type { DatabaseGate } from "./database-gate.js";
 import type { DeliveryStore } from "./delivery-store.js";
 import { countProviderErrors, logOutcome, sendSafely } from "./provider-call.js";
 import { append, MAX_CONFLICT_RELOADS, recordHeld } from "./record-outcome.js";
-import { type ThroughputLimits, ThroughputWait } from "./throughput-limits.js";
+import { type Admission, type ThroughputLimits, ThroughputWait } from "./throughput-limits.js";
 
 export interface DeliverDeps {
   db: Database;
@@ -31,7 +31,7 @@ export interface DeliverDeps {
   logger: Logger;
   now: () => Date;
   random: () => number;
-  metrics?: Pick<Metrics, "messageFinished" | "providerError" | "throughputWait">;
+  metrics?: Pick<Metrics, "messageFinished" | "providerError" | "throughputWait" | "throughputRetake">;
   /**
    * Postgres reachability. With it, a job that meets an unavailable database is handed back
    * (delayed, no attempt counted) and an outcome the provider already gave is held until it can
@@ -45,7 +45,7 @@ export interface DeliverDeps {
    * Throughput limits per SMS sender id and provider account (docs/decisions/0048), shared by
    * every worker. A message over one is handed back until its turn, nothing appended.
    */
-  throughput?: Pick<ThroughputLimits, "admit">;
+  throughput?: Pick<ThroughputLimits, "admit" | "refresh">;
 }
 
 /**
@@ -178,6 +178,7 @@ async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<num
   }
   if (!("events" in decision)) return afterRefusal(decision, messageId);
   let outcome: DeliveryOutcome;
+  let admission: Admission | undefined;
   try {
     // The attempt starts now unless a throughput limit holds it back (a ThroughputWait): before its
     // `pending` is appended, so a wait counts no attempt and spends no retry (the reservation of a
@@ -185,11 +186,22 @@ async function deliverOnce(deps: DeliverDeps, job: DeliveryJobData): Promise<num
     // one reserved: the account the attempt goes to first.
     if (prepared?.ready && deps.throughput && startsAnAttempt(decision.events)) {
       const account = reservation?.provider ?? prepared.provider;
-      await deps.throughput.admit(state.message, account, { turn: job.throughput, now: start.now });
+      admission = await deps.throughput.admit(state.message, account, {
+        turn: job.throughput,
+        now: start.now,
+      });
     }
     state = await append(deps, state, decision.events);
     // The domain starts an attempt only with the message prepared; otherwise the message ended.
     if (!prepared?.ready || state.status !== "pending" || !state.attemptInFlight) return undefined;
+    // A token that went stale while `pending` was recorded (a slow commit) is taken again, so a
+    // stalled database does not release a burst to the provider.
+    if (admission && deps.throughput) {
+      const { channel, senderKind, provider } = admission.labels;
+      for (const limit of await deps.throughput.refresh(admission)) {
+        deps.metrics?.throughputRetake(channel, limit.name, senderKind, provider);
+      }
+    }
     // A provider list tries last the providers the previous attempt failed on, and calls no further
     // provider once the message's time to live is over.
     outcome = await sendSafely(prepared, state.attempts, {

@@ -72,6 +72,18 @@ export class ThroughputWait extends Error {
   }
 }
 
+/**
+ * The tokens an admitted attempt took, each with when it was granted (`performance.now()`), for
+ * {@link ThroughputLimits.refresh} after the attempt's `pending` is recorded.
+ */
+export interface Admission {
+  tokens: Array<{ limit: ThroughputLimit; grantedAt: number }>;
+  /** The message's time left to live, in ms, on the clock as it is when asked. */
+  deadlineMs: () => number;
+  /** The metrics' labels, as {@link ThroughputWait}'s. */
+  labels: ThroughputWait["labels"];
+}
+
 /** How long a delivery waits when the limiter's Redis does not answer (fail closed: no send over a limit). */
 export const LIMITER_UNAVAILABLE_WAIT_MS = 1000;
 
@@ -91,6 +103,13 @@ export function createThroughputLimits(deps: {
   const prefix = `${settings.QUEUE_PREFIX}:throughput`;
   let holding = 0;
   let lastWarnedAt = 0;
+
+  /** Logs a limiter that does not answer, at most once every ten seconds. */
+  function warnUnavailable(error: unknown, text: string): void {
+    if (Date.now() - lastWarnedAt <= 10_000) return;
+    lastWarnedAt = Date.now();
+    deps.logger.warn({ err: error }, text);
+  }
 
   /** The limits an attempt of `message` through provider account `account` is under, in the order they are taken. */
   function limitsOf(message: MessageContent, account: string): ThroughputLimit[] {
@@ -146,16 +165,17 @@ export function createThroughputLimits(deps: {
      * {@link ThroughputWait} saying how long to wait: until a little before the turn the limit
      * gave it, and never past the message's time to live, so the next run lets the domain end it
      * (`ttl_expired`) on time. A turn at most {@link MAX_HOLD_MS} away is waited for here.
-     * `turn`: the turn a limit gave the message before (its job keeps it).
+     * `turn`: the turn a limit gave the message before (its job keeps it). Resolves with the
+     * tokens taken (undefined: the attempt is under no limit).
      */
     async admit(
       message: MessageContent,
       account: string,
       options: { turn: ThroughputTurn | undefined; now: Date },
-    ): Promise<void> {
-      if (!limiter) return;
+    ): Promise<Admission | undefined> {
+      if (!limiter) return undefined;
       const limits = limitsOf(message, account);
-      if (limits.length === 0) return;
+      if (limits.length === 0) return undefined;
       const expiresAt = Date.parse(message.expiresAt);
       const startedAt = performance.now();
       // The message's clock moves on while it holds.
@@ -166,6 +186,7 @@ export function createThroughputLimits(deps: {
         senderKind: message.channel === "sms" ? smsSenderKind(message.sender) : "none",
         provider: account,
       };
+      const tokens: Admission["tokens"] = [];
       for (const limit of limits) {
         const mine = options.turn?.key === limit.key ? options.turn.turn : 0;
         // A message that waited in any line comes back as `returning`: it may take a token
@@ -176,13 +197,13 @@ export function createThroughputLimits(deps: {
         try {
           refused = await takeOne(limiter, limit, mode, deadlineMs, mine);
         } catch (error) {
-          if (Date.now() - lastWarnedAt > 10_000) {
-            lastWarnedAt = Date.now();
-            deps.logger.warn({ err: error }, "throughput limiter unavailable: deliveries under a limit wait");
-          }
+          warnUnavailable(error, "throughput limiter unavailable: deliveries under a limit wait");
           throw new ThroughputWait(LIMITER_UNAVAILABLE_WAIT_MS, "unavailable", undefined, labels);
         }
-        if (!refused) continue;
+        if (!refused) {
+          tokens.push({ limit, grantedAt: performance.now() });
+          continue;
+        }
         // A far turn: back a little before it (the rest is held); a near one (no hold slot was
         // free): back at the turn. A few ms of jitter either way.
         const early = refused.waitMs > MAX_HOLD_MS ? EARLY_RETURN_MS : 0;
@@ -194,6 +215,44 @@ export function createThroughputLimits(deps: {
         const turn = refused.turn > 0 ? { key: limit.key, turn: refused.turn } : undefined;
         throw new ThroughputWait(waitMs, limit.name, turn, labels);
       }
+      return { tokens, deadlineMs, labels };
+    },
+
+    /**
+     * Called once the attempt's `pending` is recorded, just before the provider call: takes again
+     * every token granted more than one interval ago. Between the token and the call lies that
+     * append, and a database that stalls for two seconds would otherwise release twenty sends of
+     * a 10/s limit at once. A stale token is replaced by one of the urgent line (its attempt is
+     * recorded: it can no longer be handed back), waited for in process, up to the message's time
+     * to live; the stale token is lost, so the limit runs a little below its rate after a stall,
+     * never above it. A limiter that does not answer here lets the send go: its token was granted.
+     * Resolves with the limits whose tokens were taken again.
+     */
+    async refresh(admission: Admission): Promise<ThroughputLimit[]> {
+      const retaken: ThroughputLimit[] = [];
+      if (!limiter) return retaken;
+      for (const { limit, grantedAt } of admission.tokens) {
+        if (performance.now() - grantedAt <= 1000 / limit.rate) continue;
+        retaken.push(limit);
+        try {
+          for (let turn = 0; ; ) {
+            const deadlineMs = admission.deadlineMs();
+            const taken = await limiter.take(limit.key, {
+              rate: limit.rate,
+              mode: "urgent",
+              deadlineMs,
+              turn,
+            });
+            if (taken.granted || taken.waitMs >= deadlineMs) break;
+            await sleep(taken.waitMs);
+            turn = taken.turn;
+          }
+        } catch (error) {
+          warnUnavailable(error, "throughput limiter unavailable: a stale token is sent as granted");
+          break;
+        }
+      }
+      return retaken;
     },
   };
 }

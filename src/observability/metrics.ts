@@ -99,6 +99,13 @@ export function createMetrics(options: {
     registers: options.process === "worker" ? [registry] : [],
   });
 
+  const throughputRetakes = new Counter({
+    name: "notification_throughput_retakes_total",
+    help: "Throughput tokens taken again because the attempt's pending took longer than one interval to record (a slow database): each re-take is a token spent twice, so the limit ran below its rate rather than release a burst; by the same labels as notification_throughput_waits_total",
+    labelNames: ["channel", "limit", "sender_kind", "provider"] as const,
+    registers: options.process === "worker" ? [registry] : [],
+  });
+
   // Delivery receipts (docs/decisions/0038): the web process takes the providers' callbacks.
   const receipts = new Counter({
     name: "notification_receipts_total",
@@ -374,6 +381,9 @@ export function createMetrics(options: {
     /** A delivery held back by a throughput limit (docs/decisions/0048): its job handed back. */
     throughputWait(channel: Channel, limit: string, senderKind: string, provider: string) {
       throughputWaits.inc({ channel, limit, sender_kind: senderKind, provider });
+    },
+    throughputRetake(channel: Channel, limit: string, senderKind: string, provider: string) {
+      throughputRetakes.inc({ channel, limit, sender_kind: senderKind, provider });
     },
     redisError(kind: PersistentRedisError) {
       redisErrors.inc({ kind });

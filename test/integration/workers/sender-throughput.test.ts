@@ -12,8 +12,9 @@ import { createHarness, eventually, type Harness, onboard } from "../../support/
  */
 const LIMITED = "LIMITED";
 const FREE = "FREE";
+const STALLED = "STALLED";
 const RATE = 10;
-const h = createHarness({ SMS_SENDER_RATES: `${LIMITED}=${RATE},SLOW=0.001` });
+const h = createHarness({ SMS_SENDER_RATES: `${LIMITED}=${RATE},${STALLED}=${RATE},SLOW=0.001` });
 
 interface Sent {
   at: number;
@@ -49,6 +50,14 @@ async function sendBatch(harness: Harness, apiKey: string, items: unknown[]): Pr
   const { results } = (await response.json()) as { results: Array<{ status: number; request_id: string }> };
   expect(results.every((r) => r.status === 202)).toBe(true);
   return results.map((r) => r.request_id);
+}
+
+/** A counter's series for the sender limit (SMS, alphanumeric, the recorder), and its value (0: none yet). */
+async function senderCount(name: string): Promise<{ line: string | undefined; value: number }> {
+  const line = (await metrics.registry.getSingleMetricAsString(name))
+    .split("\n")
+    .find((l) => l.includes('limit="sms_sender"'));
+  return { line, value: Number(line?.split(" ").at(-1) ?? 0) };
 }
 
 const sms = (sender: string, i: number, extra: Record<string, unknown> = {}) => ({
@@ -118,8 +127,9 @@ describe("a sender limited to 10 messages a second, three workers, 600 messages"
     // show here).
     const spanSeconds = (Math.max(...times) - Math.min(...times)) / 1000;
     expect(spanSeconds).toBeLessThan(65);
+    const { value: retakes } = await senderCount("notification_throughput_retakes_total");
     console.info(
-      `sender limited to ${RATE}/s, 3 workers: busiest 5 s window ${busiest} sends (${busiest / 5}/s), 600 sends in ${spanSeconds.toFixed(1)} s`,
+      `sender limited to ${RATE}/s, 3 workers: busiest 5 s window ${busiest} sends (${busiest / 5}/s), 600 sends in ${spanSeconds.toFixed(1)} s, ${retakes} tokens taken again`,
     );
 
     // The waits counted nothing: one attempt, no retry, no event but accepted, pending, success.
@@ -132,12 +142,56 @@ describe("a sender limited to 10 messages a second, three workers, 600 messages"
     expect(new Set(limitedIds).size + new Set(freeIds).size).toBe(630);
 
     // Every hand-back was counted, by limit, sender kind and provider account.
-    const waits = (await metrics.registry.getSingleMetricAsString("notification_throughput_waits_total"))
-      .split("\n")
-      .find((line) => line.includes('limit="sms_sender"'));
-    expect(waits).toMatch(/channel="sms".*sender_kind="alphanumeric".*provider="recorder"/);
-    expect(Number(waits?.split(" ").at(-1))).toBeGreaterThanOrEqual(590);
+    const waits = await senderCount("notification_throughput_waits_total");
+    expect(waits.line).toMatch(/channel="sms".*sender_kind="alphanumeric".*provider="recorder"/);
+    expect(waits.value).toBeGreaterThanOrEqual(590);
   }, 150_000);
+});
+
+describe("a sender limited to 10 a second while the database stalls appends for two seconds", () => {
+  it("releases no burst to the provider when the stall ends: tokens gone stale are taken again", async () => {
+    const ids = await sendBatch(
+      h,
+      bulk.apiKey,
+      Array.from({ length: 200 }, (_, i) => sms(STALLED, i)),
+    );
+    const stalledSends = () => sent.filter((s) => s.from === STALLED);
+    await eventually(async () => (stalledSends().length >= 40 ? true : undefined), 30_000, "40 sends");
+    // Appends wait on the lock (reads do not): jobs keep loading and taking tokens meanwhile, as
+    // they would while a commit hangs. Without the refresh their sends all went out at its end.
+    const retakesBefore = (await senderCount("notification_throughput_retakes_total")).value;
+    let lockedFrom = 0;
+    let lockedUntil = 0;
+    await h.sql.begin(async (tx) => {
+      await tx`lock table message_events in exclusive mode`;
+      lockedFrom = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      lockedUntil = performance.now();
+    });
+    await eventually(
+      async () => {
+        const rows = await outcomes(bulk.id);
+        const mine = rows.filter((r) => ids.includes(r.message_id));
+        return mine.length === 200 && mine.every((r) => r.status === "success") ? mine : undefined;
+      },
+      60_000,
+      "200 messages to succeed",
+    );
+
+    const times = stalledSends().map((s) => s.at);
+    expect(new Set(stalledSends().map((s) => s.messageId)).size).toBe(200);
+    expect(times).toHaveLength(200);
+    // The stall held the sends back (the drill bit): none in its last second and a half.
+    expect(times.filter((t) => t > lockedFrom + 500 && t < lockedUntil)).toEqual([]);
+    const busiest = busiestWindow(times, 5000);
+    expect(busiest).toBeLessThanOrEqual(52);
+    // Because the tokens granted during the stall were taken again, each counted.
+    const retakes = (await senderCount("notification_throughput_retakes_total")).value - retakesBefore;
+    expect(retakes).toBeGreaterThan(0);
+    console.info(
+      `sender limited to ${RATE}/s through a 2 s stall of appends: busiest 5 s window ${busiest} sends, ${retakes} tokens taken again`,
+    );
+  }, 90_000);
 });
 
 describe("a message whose turn comes after its time to live", () => {

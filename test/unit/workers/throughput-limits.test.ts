@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { MessageContent } from "../../../src/domain/events.js";
 import type { Take, TakeOptions, ThroughputLimiter } from "../../../workers/throughput-limiter.js";
 import {
+  type Admission,
   createThroughputLimits,
   EARLY_RETURN_MS,
   LIMITER_UNAVAILABLE_WAIT_MS,
@@ -58,7 +59,7 @@ function limitsWith(
 const email = { ...content(), channel: "email", sender: "hello@acme.test" } as unknown as MessageContent;
 const push = { ...content(), channel: "push", sender: "mailto:ops@acme.test" } as unknown as MessageContent;
 
-async function waitOf(promise: Promise<void>): Promise<ThroughputWait> {
+async function waitOf(promise: Promise<unknown>): Promise<ThroughputWait> {
   const error = await promise.then(
     () => undefined,
     (caught: unknown) => caught,
@@ -194,9 +195,78 @@ describe("admitting a delivery attempt", () => {
     });
   });
 
-  it("given no limit, then the limiter is not asked", async () => {
+  it("given no limit, then the limiter is not asked and there is nothing to refresh", async () => {
     const { limiter, takes } = scriptedLimiter();
-    await limitsWith(limiter).admit(push, "webpush", { turn: undefined, now });
+    expect(await limitsWith(limiter).admit(push, "webpush", { turn: undefined, now })).toBeUndefined();
     expect(takes).toEqual([]);
+  });
+
+  it("given tokens, then the admission names each limit with when its token was granted", async () => {
+    const { limiter } = scriptedLimiter();
+    const before = performance.now();
+    const admission = await limitsWith(limiter).admit(content(), "twilio", { turn: undefined, now });
+    expect(admission?.tokens.map((t) => t.limit.name)).toEqual(["sms_sender", "provider_account"]);
+    for (const { grantedAt } of admission?.tokens ?? []) {
+      expect(grantedAt).toBeGreaterThanOrEqual(before);
+      expect(grantedAt).toBeLessThanOrEqual(performance.now());
+    }
+  });
+});
+
+describe("refreshing the tokens once the attempt is recorded", () => {
+  const sender = { name: "sms_sender", key: "ntf:throughput:sms-sender:ACME", rate: 10 } as const;
+  const account = { name: "provider_account", key: "ntf:throughput:account:sms:twilio", rate: 100 } as const;
+  /** An admission whose tokens were granted `agesMs` ago. */
+  const admitted = (agesMs: number[], deadlineMs = HOUR): Admission => ({
+    tokens: agesMs.map((age, i) => ({
+      limit: i === 0 ? sender : account,
+      grantedAt: performance.now() - age,
+    })),
+    deadlineMs: () => deadlineMs,
+    labels: { channel: "sms", senderKind: "alphanumeric", provider: "twilio" },
+  });
+
+  it("given tokens granted less than an interval ago, then the limiter is not asked", async () => {
+    const { limiter, takes } = scriptedLimiter();
+    expect(await limitsWith(limiter).refresh(admitted([90, 5]))).toEqual([]);
+    expect(takes).toEqual([]);
+  });
+
+  it("given a token older than its interval (a slow commit), then a new one is taken from the urgent line", async () => {
+    const { limiter, takes } = scriptedLimiter();
+    expect(await limitsWith(limiter).refresh(admitted([150, 5]))).toEqual([sender]);
+    expect(takes).toEqual([{ key: sender.key, rate: 10, mode: "urgent", deadlineMs: HOUR, turn: 0 }]);
+  });
+
+  it("given a refusal, then it waits in process for its turn however many holds are busy, and takes again with it", async () => {
+    const { limiter, takes } = scriptedLimiter(
+      { granted: false, waitMs: 30, turn: 42 },
+      { granted: false, waitMs: 5, turn: 43 },
+      { granted: true },
+    );
+    const started = performance.now();
+    expect(await limitsWith(limiter, { holdSlots: 0 }).refresh(admitted([150, 150]))).toEqual([
+      sender,
+      account,
+    ]);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(34);
+    expect(takes.map(({ key, mode, turn }) => ({ key, mode, turn }))).toEqual([
+      { key: sender.key, mode: "urgent", turn: 0 },
+      { key: sender.key, mode: "urgent", turn: 42 },
+      { key: sender.key, mode: "urgent", turn: 43 },
+      { key: account.key, mode: "urgent", turn: 0 },
+    ]);
+  });
+
+  it("given a turn past the time to live, then it does not wait: the attempt goes on to meet its deadline", async () => {
+    const { limiter, takes } = scriptedLimiter({ granted: false, waitMs: 60_000, turn: 0 });
+    await limitsWith(limiter).refresh(admitted([150], 50_000));
+    expect(takes).toHaveLength(1);
+  });
+
+  it("given a limiter that does not answer, then the send goes on: its token was granted", async () => {
+    const { limiter, takes } = scriptedLimiter(new Error("Redis away"));
+    await expect(limitsWith(limiter).refresh(admitted([150, 150]))).resolves.toEqual([sender]);
+    expect(takes).toHaveLength(1);
   });
 });
