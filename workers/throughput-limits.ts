@@ -84,6 +84,19 @@ export interface Admission {
   labels: ThroughputWait["labels"];
 }
 
+/**
+ * How old a token may be at the provider call before it is taken again: one interval of its limit,
+ * and not under 100 ms, so appends of ordinary length never cost a token at high rates. Sends then
+ * reach the provider at most this long after their tokens: over a window W, at most
+ * (W + this) × rate + 1 + tolerance × rate of them (52 in 5 s at 10/s).
+ */
+export function staleAfterMs(limit: Pick<ThroughputLimit, "rate">): number {
+  return Math.max(1000 / limit.rate, 100);
+}
+
+/** The longest a recorded attempt waits for fresh tokens; then it is sent with those it has. */
+export const MAX_REFRESH_WAIT_MS = 10_000;
+
 /** How long a delivery waits when the limiter's Redis does not answer (fail closed: no send over a limit). */
 export const LIMITER_UNAVAILABLE_WAIT_MS = 1000;
 
@@ -134,19 +147,24 @@ export function createThroughputLimits(deps: {
     return limits;
   }
 
-  /** Takes a token of one limit, holding for a near turn; resolves with the refusal to hand back on. */
+  type Refusal = Extract<Take, { granted: false }>;
+
+  /**
+   * Takes a token of one limit, waiting in process for each turn `mayWait` allows (holds in a row
+   * so far, counted in `holding`); resolves with the refusal it did not wait for, if any.
+   */
   async function takeOne(
     on: ThroughputLimiter,
     limit: ThroughputLimit,
     mode: LineMode,
     deadlineMs: () => number,
     turn: number,
-  ): Promise<Extract<Take, { granted: false }> | undefined> {
+    mayWait: (refusal: Refusal, holds: number) => boolean,
+  ): Promise<Refusal | undefined> {
     for (let holds = 0; ; holds++) {
       const taken = await on.take(limit.key, { rate: limit.rate, mode, deadlineMs: deadlineMs(), turn });
       if (taken.granted) return undefined;
-      if (holds >= MAX_HOLDS || taken.waitMs > MAX_HOLD_MS || taken.waitMs >= deadlineMs()) return taken;
-      if (holding >= deps.holdSlots) return taken;
+      if (!mayWait(taken, holds)) return taken;
       holding++;
       try {
         await sleep(taken.waitMs);
@@ -195,7 +213,19 @@ export function createThroughputLimits(deps: {
           message.priority === "critical" ? "urgent" : options.turn ? "returning" : "new";
         let refused: Awaited<ReturnType<typeof takeOne>>;
         try {
-          refused = await takeOne(limiter, limit, mode, deadlineMs, mine);
+          // A near turn is held for, a few times at most, while hold slots are free.
+          refused = await takeOne(
+            limiter,
+            limit,
+            mode,
+            deadlineMs,
+            mine,
+            (taken, holds) =>
+              holds < MAX_HOLDS &&
+              taken.waitMs <= MAX_HOLD_MS &&
+              taken.waitMs < deadlineMs() &&
+              holding < deps.holdSlots,
+          );
         } catch (error) {
           warnUnavailable(error, "throughput limiter unavailable: deliveries under a limit wait");
           throw new ThroughputWait(LIMITER_UNAVAILABLE_WAIT_MS, "unavailable", undefined, labels);
@@ -220,37 +250,34 @@ export function createThroughputLimits(deps: {
 
     /**
      * Called once the attempt's `pending` is recorded, just before the provider call: takes again
-     * every token granted more than one interval ago. Between the token and the call lies that
-     * append, and a database that stalls for two seconds would otherwise release twenty sends of
-     * a 10/s limit at once. A stale token is replaced by one of the urgent line (its attempt is
-     * recorded: it can no longer be handed back), waited for in process, up to the message's time
-     * to live; the stale token is lost, so the limit runs a little below its rate after a stall,
-     * never above it. A limiter that does not answer here lets the send go: its token was granted.
-     * Resolves with the limits whose tokens were taken again.
+     * every token granted longer ago than {@link staleAfterMs}. Between the token and the call lies
+     * that append, and a database that stalls for two seconds would otherwise release twenty sends
+     * of a 10/s limit at once. A stale token is replaced by one of the urgent line (the attempt is
+     * recorded: it can no longer be handed back), waited for in process. A wait ages the other
+     * limit's token, so the tokens are looked at again until none is stale. The stale token is
+     * lost: after a stall the limit runs below its rate. The send goes with the tokens it has when
+     * the limiter does not answer, when the message's time to live or
+     * {@link MAX_REFRESH_WAIT_MS} would pass first. Resolves with the limits whose tokens were
+     * taken again.
      */
     async refresh(admission: Admission): Promise<ThroughputLimit[]> {
       const retaken: ThroughputLimit[] = [];
       if (!limiter) return retaken;
-      for (const { limit, grantedAt } of admission.tokens) {
-        if (performance.now() - grantedAt <= 1000 / limit.rate) continue;
-        retaken.push(limit);
+      const giveUpAt = performance.now() + MAX_REFRESH_WAIT_MS;
+      const mayWait = (taken: Refusal) =>
+        taken.waitMs < admission.deadlineMs() && performance.now() + taken.waitMs <= giveUpAt;
+      const tokens = admission.tokens.map((token) => ({ ...token }));
+      const stale = () => tokens.find((t) => performance.now() - t.grantedAt > staleAfterMs(t.limit));
+      for (let token = stale(); token && performance.now() < giveUpAt; token = stale()) {
         try {
-          for (let turn = 0; ; ) {
-            const deadlineMs = admission.deadlineMs();
-            const taken = await limiter.take(limit.key, {
-              rate: limit.rate,
-              mode: "urgent",
-              deadlineMs,
-              turn,
-            });
-            if (taken.granted || taken.waitMs >= deadlineMs) break;
-            await sleep(taken.waitMs);
-            turn = taken.turn;
-          }
+          const refused = await takeOne(limiter, token.limit, "urgent", admission.deadlineMs, 0, mayWait);
+          if (refused) break;
         } catch (error) {
           warnUnavailable(error, "throughput limiter unavailable: a stale token is sent as granted");
           break;
         }
+        token.grantedAt = performance.now();
+        retaken.push(token.limit);
       }
       return retaken;
     },

@@ -101,7 +101,7 @@ export function createMetrics(options: {
 
   const throughputRetakes = new Counter({
     name: "notification_throughput_retakes_total",
-    help: "Throughput tokens taken again because the attempt's pending took longer than one interval to record (a slow database): each re-take is a token spent twice, so the limit ran below its rate rather than release a burst; by the same labels as notification_throughput_waits_total",
+    help: "Throughput tokens taken again because they were older than one interval of their limit (at least 100 ms) at the provider call (a slow append of the attempt, or a wait for the other limit): each is a token spent twice, the limit running below its rate rather than releasing a burst; by the same labels as notification_throughput_waits_total",
     labelNames: ["channel", "limit", "sender_kind", "provider"] as const,
     registers: options.process === "worker" ? [registry] : [],
   });

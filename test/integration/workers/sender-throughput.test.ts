@@ -124,10 +124,11 @@ describe("a sender limited to 10 messages a second, three workers, 600 messages"
     const busiest = busiestWindow(times, 5000);
     expect(busiest).toBeLessThanOrEqual(52);
     // And the limit kept busy: 600 at 10 a second take 60 s (turns lost to late returns would
-    // show here).
+    // show here). A token taken again after a slow append (none on a quiet machine) costs one
+    // interval.
     const spanSeconds = (Math.max(...times) - Math.min(...times)) / 1000;
-    expect(spanSeconds).toBeLessThan(65);
     const { value: retakes } = await senderCount("notification_throughput_retakes_total");
+    expect(spanSeconds).toBeLessThan(65 + retakes / RATE);
     console.info(
       `sender limited to ${RATE}/s, 3 workers: busiest 5 s window ${busiest} sends (${busiest / 5}/s), 600 sends in ${spanSeconds.toFixed(1)} s, ${retakes} tokens taken again`,
     );
@@ -185,9 +186,9 @@ describe("a sender limited to 10 a second while the database stalls appends for 
     expect(times.filter((t) => t > lockedFrom + 500 && t < lockedUntil)).toEqual([]);
     const busiest = busiestWindow(times, 5000);
     expect(busiest).toBeLessThanOrEqual(52);
-    // Because the tokens granted during the stall were taken again, each counted.
+    // Because the tokens granted during the stall (about 20) were taken again, each counted.
     const retakes = (await senderCount("notification_throughput_retakes_total")).value - retakesBefore;
-    expect(retakes).toBeGreaterThan(0);
+    expect(retakes).toBeGreaterThanOrEqual(10);
     console.info(
       `sender limited to ${RATE}/s through a 2 s stall of appends: busiest 5 s window ${busiest} sends, ${retakes} tokens taken again`,
     );

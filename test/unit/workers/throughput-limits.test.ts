@@ -7,6 +7,8 @@ import {
   createThroughputLimits,
   EARLY_RETURN_MS,
   LIMITER_UNAVAILABLE_WAIT_MS,
+  MAX_REFRESH_WAIT_MS,
+  staleAfterMs,
   type ThroughputSettings,
   ThroughputWait,
 } from "../../../workers/throughput-limits.js";
@@ -226,15 +228,22 @@ describe("refreshing the tokens once the attempt is recorded", () => {
     labels: { channel: "sms", senderKind: "alphanumeric", provider: "twilio" },
   });
 
-  it("given tokens granted less than an interval ago, then the limiter is not asked", async () => {
+  it("given how old a token may be, then one interval of its limit, and never under 100 ms", () => {
+    expect(staleAfterMs({ rate: 1 })).toBe(1000);
+    expect(staleAfterMs({ rate: 10 })).toBe(100);
+    expect(staleAfterMs({ rate: 100 })).toBe(100);
+    expect(staleAfterMs({ rate: 0.001 })).toBe(1_000_000);
+  });
+
+  it("given tokens younger than that, then the limiter is not asked", async () => {
     const { limiter, takes } = scriptedLimiter();
-    expect(await limitsWith(limiter).refresh(admitted([90, 5]))).toEqual([]);
+    expect(await limitsWith(limiter).refresh(admitted([40, 40]))).toEqual([]);
     expect(takes).toEqual([]);
   });
 
-  it("given a token older than its interval (a slow commit), then a new one is taken from the urgent line", async () => {
+  it("given a token older than that (a slow commit), then a new one is taken from the urgent line", async () => {
     const { limiter, takes } = scriptedLimiter();
-    expect(await limitsWith(limiter).refresh(admitted([150, 5]))).toEqual([sender]);
+    expect(await limitsWith(limiter).refresh(admitted([200, 20]))).toEqual([sender]);
     expect(takes).toEqual([{ key: sender.key, rate: 10, mode: "urgent", deadlineMs: HOUR, turn: 0 }]);
   });
 
@@ -245,7 +254,7 @@ describe("refreshing the tokens once the attempt is recorded", () => {
       { granted: true },
     );
     const started = performance.now();
-    expect(await limitsWith(limiter, { holdSlots: 0 }).refresh(admitted([150, 150]))).toEqual([
+    expect(await limitsWith(limiter, { holdSlots: 0 }).refresh(admitted([200, 200]))).toEqual([
       sender,
       account,
     ]);
@@ -258,15 +267,32 @@ describe("refreshing the tokens once the attempt is recorded", () => {
     ]);
   });
 
-  it("given a turn past the time to live, then it does not wait: the attempt goes on to meet its deadline", async () => {
+  it("given a wait for one token that ages the other past its limit, then that one is taken again too", async () => {
+    // The account's token is fresh (60 ms) until the sender's wait of 60 ms.
+    const { limiter, takes } = scriptedLimiter({ granted: false, waitMs: 60, turn: 42 }, { granted: true });
+    expect(await limitsWith(limiter).refresh(admitted([200, 60]))).toEqual([sender, account]);
+    expect(takes.map(({ key, turn }) => ({ key, turn }))).toEqual([
+      { key: sender.key, turn: 0 },
+      { key: sender.key, turn: 42 },
+      { key: account.key, turn: 0 },
+    ]);
+  });
+
+  it("given a turn past the time to live, then it does not wait and counts nothing: the attempt goes on to meet its deadline", async () => {
     const { limiter, takes } = scriptedLimiter({ granted: false, waitMs: 60_000, turn: 0 });
-    await limitsWith(limiter).refresh(admitted([150], 50_000));
+    expect(await limitsWith(limiter).refresh(admitted([200], 50_000))).toEqual([]);
     expect(takes).toHaveLength(1);
   });
 
-  it("given a limiter that does not answer, then the send goes on: its token was granted", async () => {
+  it("given a turn further than the longest wait, then it does not wait and counts nothing", async () => {
+    const { limiter, takes } = scriptedLimiter({ granted: false, waitMs: MAX_REFRESH_WAIT_MS + 1, turn: 9 });
+    expect(await limitsWith(limiter).refresh(admitted([200]))).toEqual([]);
+    expect(takes).toHaveLength(1);
+  });
+
+  it("given a limiter that does not answer, then the send goes on with its tokens, counting nothing", async () => {
     const { limiter, takes } = scriptedLimiter(new Error("Redis away"));
-    await expect(limitsWith(limiter).refresh(admitted([150, 150]))).resolves.toEqual([sender]);
+    await expect(limitsWith(limiter).refresh(admitted([200, 200]))).resolves.toEqual([]);
     expect(takes).toHaveLength(1);
   });
 });
