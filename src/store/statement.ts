@@ -17,18 +17,98 @@ export function runStatement<T extends object[]>(
 /**
  * Runs a statement on a table used as a queue, whose size swings from empty to tens of thousands
  * of rows within seconds (the delivery outbox) or to millions (the scheduled sends), planned anew
- * at every call (unprepared: Postgres plans an unnamed statement with its values and the table's
- * size now). A plan Postgres made and kept while the table was empty, a sequential scan and a
- * sort, is still run once the table has filled, until the next analyze, and reads every row at
- * every call (docs/decisions/0047; test/integration/workers/queue-table-plans.test.ts). The
- * price: the planning at every call (tens of microseconds for a simple statement, 0.3 ms for the
- * webhook claim's lease), and one more round trip (postgres.js asks for the parameters' types
- * before it binds an unprepared statement).
+ * at every call: an unnamed statement, which Postgres plans with its values and the table's size
+ * now. A plan Postgres made and kept while the table was empty, a sequential scan and a sort, is
+ * still run once the table has filled, until the next analyze, and reads every row at every call
+ * (docs/decisions/0047; test/integration/workers/queue-table-plans.test.ts). The values are
+ * written into the text as literals ({@link withLiterals}): postgres.js sends an unnamed statement
+ * with parameters in two round trips (it asks for the parameters' types before it binds them),
+ * and one without in a single write and round trip. The price: the parsing and planning at every
+ * call (tens of microseconds for a simple statement, 0.3 ms for the webhook claim's lease).
  */
 export function runStatementPlannedEachTime<T extends object[]>(
   sql: SqlClient,
   text: string,
   values: readonly unknown[],
 ): Promise<T> {
-  return sql.unsafe<T>(text, values as never[], { prepare: false }) as unknown as Promise<T>;
+  return sql.unsafe<T>(withLiterals(text, values), [], { prepare: false }) as unknown as Promise<T>;
+}
+
+/** A statement's text cut at its placeholders: text, then the 0-based index of a value, and so on. */
+type Template = Array<string | number>;
+const templates = new Map<string, Template>();
+
+/**
+ * `text` with each placeholder `$n` outside its strings, quoted names and comments replaced by the
+ * literal of `values[n - 1]` ({@link literal}). For the store's own statement texts, written once
+ * as constants (each is cut once and kept); a dollar-quoted string in one is refused.
+ */
+export function withLiterals(text: string, values: readonly unknown[]): string {
+  let template = templates.get(text);
+  if (!template) {
+    template = cut(text);
+    templates.set(text, template);
+  }
+  let out = "";
+  for (const part of template) {
+    if (typeof part === "string") out += part;
+    else if (part < values.length) out += literal(values[part]);
+    else throw new RangeError(`no value for $${part + 1}`);
+  }
+  return out;
+}
+
+function cut(text: string): Template {
+  const parts: Template = [];
+  let from = 0;
+  let i = 0;
+  const skipTo = (end: string, at: number) => {
+    const found = text.indexOf(end, at);
+    return found < 0 ? text.length : found + end.length;
+  };
+  while (i < text.length) {
+    const c = text[i];
+    const next = text[i + 1] ?? "";
+    if (c === "'" || c === '"') {
+      // A quote inside is doubled: the string goes on after it.
+      i = skipTo(c, i + 1);
+      while (text[i] === c) i = skipTo(c, i + 1);
+    } else if (c === "-" && next === "-") i = skipTo("\n", i + 2);
+    else if (c === "/" && next === "*") i = skipTo("*/", i + 2);
+    else if (c === "$" && /[0-9]/.test(next)) {
+      const digits = /^[0-9]+/.exec(text.slice(i + 1))?.[0] ?? "";
+      parts.push(text.slice(from, i), Number(digits) - 1);
+      i += 1 + digits.length;
+      from = i;
+    } else if (c === "$") throw new Error("a dollar-quoted string in a statement planned each time");
+    else i++;
+  }
+  parts.push(text.slice(from));
+  return parts;
+}
+
+/**
+ * A value as a SQL literal: null, a finite number (a negative one in parentheses: after a minus
+ * it must not make a comment), a boolean, a string (an escape string: every backslash and quote
+ * doubled, so it means the same whatever `standard_conforming_strings` says), a Date (its ISO
+ * text), or an array of those (`ARRAY[…]`: the statement casts it, as it would a parameter).
+ * Anything else is refused: JSON goes in as text.
+ */
+export function literal(value: unknown): string {
+  if (value === null || value === undefined) return "NULL";
+  switch (typeof value) {
+    case "number":
+      if (!Number.isFinite(value)) throw new RangeError(`not a finite number: ${value}`);
+      return value < 0 ? `(${value})` : String(value);
+    case "bigint":
+      return value < 0n ? `(${value})` : String(value);
+    case "boolean":
+      return value ? "true" : "false";
+    case "string":
+      if (value.includes("\0")) throw new RangeError("a Postgres string cannot hold a NUL");
+      return `E'${value.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`;
+  }
+  if (value instanceof Date) return literal(value.toISOString());
+  if (Array.isArray(value)) return `ARRAY[${value.map(literal).join(",")}]`;
+  throw new TypeError(`no SQL literal for ${Object.prototype.toString.call(value)}`);
 }
