@@ -128,11 +128,29 @@ const masterKey = optionalString.pipe(
     .optional(),
 );
 
+/**
+ * A Postgres URL must leave the client encoding UTF8 (postgres.js's): the statements planned at
+ * each call carry their values as literals escaped for UTF-8 (docs/decisions/0049), and in a
+ * client encoding such as SJIS a byte of a character could swallow the backslash or quote after it.
+ */
+function clientEncodingIsUtf8(url: string): boolean {
+  if (!URL.canParse(url)) return true; // the URL check says what is wrong
+  const params = new URL(url).searchParams;
+  const encoding = params.get("client_encoding");
+  return (
+    (encoding === null || /^utf-?8$/i.test(encoding)) && !/client_encoding/i.test(params.get("options") ?? "")
+  );
+}
+const UTF8_ONLY = "must not set a client_encoding other than UTF8 (docs/decisions/0049)";
+
 /** The settings every process of the project reads the same way, this service's and the onboarding one's. */
 export const processSettings = {
   /** Unset means production: a development or test run has to say so (development relaxes the guards). */
   NODE_ENV: z.enum(["development", "test", "production"]).default("production"),
-  DATABASE_URL: z.url().default("postgres://postgres@127.0.0.1:5432/notifications"),
+  DATABASE_URL: z
+    .url()
+    .refine(clientEncodingIsUtf8, UTF8_ONLY)
+    .default("postgres://postgres@127.0.0.1:5432/notifications"),
   /** Postgres cancels a statement of ours that runs longer (a plan gone wrong, a lock held for ever). */
   DATABASE_STATEMENT_TIMEOUT_MS: int(100, 3_600_000).default(30_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -163,7 +181,10 @@ export const configSchema = z.object({
    * after a 202 never 404s; a listing may lag by the replica's delay (docs/operations.md).
    */
   DATABASE_READ_URL: optionalString.pipe(
-    z.url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" }).optional(),
+    z
+      .url({ protocol: /^postgres(ql)?$/, error: "must be a postgres:// URL" })
+      .refine(clientEncodingIsUtf8, UTF8_ONLY)
+      .optional(),
   ),
   /**
    * The API's operator port: `/readyz`, `/metrics` and `/admin/queues` leave the public port for

@@ -40,8 +40,10 @@ const templates = new Map<string, Template>();
 
 /**
  * `text` with each placeholder `$n` outside its strings, quoted names and comments replaced by the
- * literal of `values[n - 1]` ({@link literal}). For the store's own statement texts, written once
- * as constants (each is cut once and kept); a dollar-quoted string in one is refused.
+ * literal of `values[n - 1]` ({@link literal}); every value must be used. For the store's own
+ * statement texts, written once as constants (each is cut once and kept). What the cut cannot
+ * read for sure is refused: an escape string (`E'…'`, where a quote may be escaped), a nested
+ * comment, a dollar-quoted string, a `$` in a name, `$0`.
  */
 export function withLiterals(text: string, values: readonly unknown[]): string {
   let template = templates.get(text);
@@ -49,12 +51,16 @@ export function withLiterals(text: string, values: readonly unknown[]): string {
     template = cut(text);
     templates.set(text, template);
   }
+  const used = new Set<number>();
   let out = "";
   for (const part of template) {
     if (typeof part === "string") out += part;
-    else if (part < values.length) out += literal(values[part]);
-    else throw new RangeError(`no value for $${part + 1}`);
+    else if (part < values.length) {
+      out += literal(values[part]);
+      used.add(part);
+    } else throw new RangeError(`no value for $${part + 1}`);
   }
+  if (used.size !== values.length) throw new RangeError(`${values.length - used.size} value(s) not used`);
   return out;
 }
 
@@ -67,21 +73,30 @@ function cut(text: string): Template {
     return found < 0 ? text.length : found + end.length;
   };
   while (i < text.length) {
-    const c = text[i];
+    const c = text[i] ?? "";
     const next = text[i + 1] ?? "";
-    if (c === "'" || c === '"') {
+    const before = text[i - 1] ?? "";
+    if (c === "'" && /[A-Za-z0-9_$]/.test(before)) {
+      throw new Error("an escape or prefixed string in a statement planned each time");
+    } else if (c === "'" || c === '"') {
       // A quote inside is doubled: the string goes on after it.
       i = skipTo(c, i + 1);
       while (text[i] === c) i = skipTo(c, i + 1);
     } else if (c === "-" && next === "-") i = skipTo("\n", i + 2);
-    else if (c === "/" && next === "*") i = skipTo("*/", i + 2);
-    else if (c === "$" && /[0-9]/.test(next)) {
+    else if (c === "/" && next === "*") {
+      const end = skipTo("*/", i + 2);
+      if (text.slice(i + 2, end).includes("/*"))
+        throw new Error("a nested comment in a statement planned each time");
+      i = end;
+    } else if (c === "$") {
       const digits = /^[0-9]+/.exec(text.slice(i + 1))?.[0] ?? "";
+      if (!digits || Number(digits) === 0 || /[A-Za-z0-9_]/.test(before)) {
+        throw new Error("a $ other than a placeholder in a statement planned each time");
+      }
       parts.push(text.slice(from, i), Number(digits) - 1);
       i += 1 + digits.length;
       from = i;
-    } else if (c === "$") throw new Error("a dollar-quoted string in a statement planned each time");
-    else i++;
+    } else i++;
   }
   parts.push(text.slice(from));
   return parts;
@@ -89,26 +104,23 @@ function cut(text: string): Template {
 
 /**
  * A value as a SQL literal: null, a finite number (a negative one in parentheses: after a minus
- * it must not make a comment), a boolean, a string (an escape string: every backslash and quote
- * doubled, so it means the same whatever `standard_conforming_strings` says), a Date (its ISO
- * text), or an array of those (`ARRAY[…]`: the statement casts it, as it would a parameter).
- * Anything else is refused: JSON goes in as text.
+ * it must not make a comment), a string (an escape string: every backslash and quote doubled, so
+ * it means the same whatever `standard_conforming_strings` says), or an array of those
+ * (`ARRAY[…]`: the statement casts it, as it would a parameter). Anything else is refused, and
+ * `undefined` too (postgres.js refuses it as a parameter): JSON and times go in as text.
  */
 export function literal(value: unknown): string {
-  if (value === null || value === undefined) return "NULL";
-  switch (typeof value) {
-    case "number":
-      if (!Number.isFinite(value)) throw new RangeError(`not a finite number: ${value}`);
-      return value < 0 ? `(${value})` : String(value);
-    case "bigint":
-      return value < 0n ? `(${value})` : String(value);
-    case "boolean":
-      return value ? "true" : "false";
-    case "string":
-      if (value.includes("\0")) throw new RangeError("a Postgres string cannot hold a NUL");
-      return `E'${value.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`;
+  if (value === null) return "NULL";
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) throw new RangeError(`not a finite number: ${value}`);
+    return value < 0 ? `(${value})` : String(value);
   }
-  if (value instanceof Date) return literal(value.toISOString());
+  if (typeof value === "string") {
+    if (value.includes("\0")) throw new RangeError("a Postgres string cannot hold a NUL");
+    return `E'${value.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`;
+  }
   if (Array.isArray(value)) return `ARRAY[${value.map(literal).join(",")}]`;
-  throw new TypeError(`no SQL literal for ${Object.prototype.toString.call(value)}`);
+  throw new TypeError(
+    `no SQL literal for ${value === undefined ? "undefined" : Object.prototype.toString.call(value)}`,
+  );
 }

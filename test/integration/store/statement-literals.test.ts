@@ -26,6 +26,7 @@ const HOSTILE = [
   "/* nor this */",
   'a "quoted" name',
   "unicode: é ø 日本 🙂",
+  "х\\ and х' and ソ\\'",
   "tab\tand\bcontrol\u0001",
 ];
 
@@ -39,40 +40,43 @@ describe("a value written as a literal", () => {
     }
   });
 
-  it("given a string after a minus sign or a number below zero, then no comment is made of it", async () => {
+  it("given a lone surrogate, then it arrives as the replacement character, as a parameter's would", async () => {
+    const [row] = await runStatementPlannedEachTime<Array<{ v: string }>>(sql, "select $1::text as v", [
+      "a\ud800b",
+    ]);
+    expect(row?.v).toBe("a\ufffdb");
+  });
+
+  it("given negative numbers after a minus sign, then no comment is made of them", async () => {
     const [row] = await runStatementPlannedEachTime<Array<{ a: number; b: number }>>(
       sql,
       "select 10-$1 as a, 10 -$2 as b",
-      [-3, 4],
+      [-3, -4],
     );
-    expect(row).toEqual({ a: 13, b: 6 });
+    expect(row).toEqual({ a: 13, b: 14 });
   });
 
-  it("given numbers, booleans, null, a Date and arrays (empty, with nulls), then each arrives as itself", async () => {
-    const at = new Date("2026-11-29T10:11:12.345Z");
+  it("given numbers of every size and sign, then each arrives as itself", async () => {
+    const numbers = [0, -0, 1, -1, 2 ** 53, 1e21, 1.5e-7, -2.5, 5e-324];
+    const [row] = await runStatementPlannedEachTime<Array<{ v: number[] }>>(sql, "select $1::float8[] as v", [
+      numbers,
+    ]);
+    expect(row?.v).toEqual(numbers.map((n) => (Object.is(n, -0) ? 0 : n)));
+  });
+
+  it("given null, numbers, an ISO time and arrays (empty, with nulls), then each arrives as itself", async () => {
     const ids = ["01890a5d-ac96-774b-bcce-b302099a8057", null];
     const [row] = await runStatementPlannedEachTime<
-      Array<{
-        n: number;
-        f: number;
-        t: boolean;
-        z: null;
-        d: string;
-        ids: string;
-        empty: number;
-        texts: string[];
-      }>
+      Array<{ n: number; z: null; d: string; ids: string; empty: number; texts: string[] }>
     >(
       sql,
-      `select $1::int as n, $2::float8 as f, $3::boolean as t, $4::text as z,
-        to_char($5::timestamptz at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') as d,
-        array_to_string($6::uuid[], ',', 'null') as ids, cardinality($7::uuid[]) as empty, $8::text[] as texts`,
-      [42, 1.5e-7, true, null, at, ids, [], HOSTILE],
+      `select $1::int as n, $2::text as z,
+        to_char($3::timestamptz at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') as d,
+        array_to_string($4::uuid[], ',', 'null') as ids, cardinality($5::uuid[]) as empty, $6::text[] as texts`,
+      [42, null, "2026-11-29T10:11:12.345Z", ids, [], HOSTILE],
     );
     expect(row).toEqual({
       n: 42,
-      f: 1.5e-7,
-      t: true,
       z: null,
       d: "2026-11-29T10:11:12.345",
       ids: "01890a5d-ac96-774b-bcce-b302099a8057,null",
@@ -102,10 +106,29 @@ describe("the placeholders of a statement's text", () => {
     expect(withLiterals("select $1, $2", ["$2", 1])).toBe("select E'$2', 1");
   });
 
-  it("given too few values, a dollar-quoted string, or a value with no literal, then it refuses", () => {
+  it("given what the cut cannot read for sure, then it refuses the text", () => {
     expect(() => withLiterals("select $1, $2", [1])).toThrow("no value for $2");
-    expect(() => withLiterals("select $$text$$", [])).toThrow("dollar-quoted");
+    expect(() => withLiterals("select $1", [1, 2])).toThrow("not used");
+    expect(() => withLiterals("select $0", [1])).toThrow("other than a placeholder");
+    expect(() => withLiterals("select foo$1", [1])).toThrow("other than a placeholder");
+    expect(() => withLiterals("select $$text$$", [])).toThrow("other than a placeholder");
+    expect(() => withLiterals("select E'it\\'s $1'", [1])).toThrow("escape or prefixed string");
+    expect(() => withLiterals("select /* a /* b */ $1 */", [1])).toThrow("nested comment");
+  });
+
+  it("given $10 beside $1, then each gets its own value", () => {
+    const values = Array.from({ length: 10 }, (_, i) => i + 1);
+    expect(withLiterals("select $1, $10, $2, $3, $4, $5, $6, $7, $8, $9", values)).toBe(
+      "select 1, 10, 2, 3, 4, 5, 6, 7, 8, 9",
+    );
+  });
+
+  it("given a value with no literal, then it refuses it, undefined included", () => {
+    expect(() => literal(undefined)).toThrow(TypeError);
+    expect(() => literal([1, undefined])).toThrow(TypeError);
     expect(() => literal({ a: 1 })).toThrow(TypeError);
+    expect(() => literal(new Date())).toThrow(TypeError);
+    expect(() => literal(true)).toThrow(TypeError);
     expect(() => literal(Number.NaN)).toThrow(RangeError);
     expect(() => literal("nul\0")).toThrow(RangeError);
   });

@@ -328,6 +328,29 @@ describe("loadConfig: DATABASE_READ_URL (a read replica)", () => {
   });
 });
 
+describe("loadConfig: a Postgres URL's client encoding (docs/decisions/0049)", () => {
+  it("takes UTF8, spelled any way, or none", () => {
+    for (const query of ["", "?client_encoding=UTF8", "?client_encoding=utf-8", "?sslmode=require"]) {
+      const url = `postgres://app@db.internal:5432/notifications${query}`;
+      expect(loadConfig({ NODE_ENV: "test", DATABASE_URL: url, DATABASE_READ_URL: url }).DATABASE_URL).toBe(
+        url,
+      );
+    }
+  });
+
+  it("refuses another, as a parameter or in options, naming the variable", () => {
+    for (const query of ["?client_encoding=SJIS", "?options=-c%20client_encoding%3DBIG5"]) {
+      const url = `postgres://app@db.internal:5432/notifications${query}`;
+      expect(problems({ NODE_ENV: "test", DATABASE_URL: url }), query).toMatch(
+        /DATABASE_URL: must not set a client_encoding/,
+      );
+      expect(problems({ NODE_ENV: "test", DATABASE_READ_URL: url }), query).toMatch(
+        /DATABASE_READ_URL: must not set/,
+      );
+    }
+  });
+});
+
 describe("loadConfig: BOUNCE_DOMAIN (e-mail return paths, docs/decisions/0040)", () => {
   it("is unset unless given; a domain is lower-cased; the prefix defaults to `bounce`", () => {
     expect(loadConfig({ NODE_ENV: "test" }).BOUNCE_DOMAIN).toBeUndefined();
