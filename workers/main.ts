@@ -22,7 +22,7 @@ import { DatabaseGate } from "./database-gate.js";
 import { createDeliveryProcessor } from "./deliver.js";
 import { createDeliveryStore } from "./delivery-store.js";
 import { pruneIdempotencyKeys } from "./idempotency-pruner.js";
-import { maintainMessagePartitions } from "./message-partitions.js";
+import { analyseYoungDayTables, maintainMessagePartitions } from "./message-partitions.js";
 import { startOpsServer } from "./ops-server.js";
 import { startOutboxRelay } from "./outbox-relay.js";
 import { every } from "./periodic.js";
@@ -40,6 +40,8 @@ import { purgeWebhookRows } from "./webhook-purger.js";
 const PRUNE_INTERVAL_MS = 60_000;
 /** Partitions are made a week ahead and dropped by the day: a run every 10 minutes is plenty. */
 const PARTITION_INTERVAL_MS = 10 * 60_000;
+/** How often the worker looks for a day's tables grown without statistics (one question of the catalog). */
+const YOUNG_DAY_TABLES_INTERVAL_MS = 5_000;
 /** How often the worker looks for a delivery queue shard with jobs and no worker. */
 const SHARD_WATCH_INTERVAL_MS = 60_000;
 
@@ -309,6 +311,18 @@ async function main(): Promise<void> {
       logger.warn({ err: error }, "filling status_reason failed (tried again at the next start)"),
     );
   const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
+  // A day's tables counted by ANALYZE as soon as they hold rows, not a minute or more later by
+  // autovacuum: until then the loads on them are planned blind (workers/message-partitions.ts).
+  const youngDayTables = every(YOUNG_DAY_TABLES_INTERVAL_MS, databaseUp, () =>
+    analyseYoungDayTables(sql, new Date())
+      .then(({ analysed, failed }) => {
+        for (const { table, error } of failed)
+          logger.warn({ err: error, table }, "analyse of a day's table failed (tried again on the next run)");
+        if (analysed.length > 0)
+          logger.info({ tables: analysed }, "analysed day tables that had no statistics yet");
+      })
+      .catch((error: unknown) => logger.warn({ err: error }, "looking for day tables to analyse failed")),
+  );
 
   // Scheduled sends whose `send_at` came move into the outbox (docs/decisions/0044).
   const scheduledSends = startScheduledSends({
@@ -345,6 +359,7 @@ async function main(): Promise<void> {
       pruner.stop(),
       webhookPurger.stop(),
       partitions.stop(),
+      youngDayTables.stop(),
       firstPartitionRun,
     ]);
     // Attempts under way get a few seconds; one cut short is tried again once its lease is over.

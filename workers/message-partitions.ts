@@ -1,5 +1,5 @@
 import type postgres from "postgres";
-import { partitionDayOf } from "../src/store/day-partitions.js";
+import { partitionDayOf, READY_PARTITION_ROWS } from "../src/store/day-partitions.js";
 
 /**
  * The partitions of `message_events` and `messages` (docs/decisions/0042), kept by every worker
@@ -7,6 +7,8 @@ import { partitionDayOf } from "../src/store/day-partitions.js";
  * dropped whole once the day is more than `retentionDays` old. The work is done by the SQL
  * functions of migration 0018, which the migration itself used for the existing rows; they take
  * an advisory lock, so workers running this at once take turns (the second finds nothing to do).
+ * Every few seconds, a day's tables that have filled without statistics are counted by ANALYZE
+ * ({@link analyseYoungDayTables}).
  */
 
 /**
@@ -111,6 +113,58 @@ export async function maintainMessagePartitions(
   const [state] = await sql<Array<{ holds: boolean }>>`
     select exists (select 1 from message_events_default) or exists (select 1 from messages_default) as holds`;
   return { created, dropped, defaultHoldsRows: state?.holds ?? false, failed };
+}
+
+/**
+ * The day tables of yesterday, today and tomorrow (`now`'s UTC days) that have taken
+ * {@link READY_PARTITION_ROWS} rows or more since their statistics were taken, while those count
+ * fewer: a day's tables after midnight, or every table of a fresh database. Until they are
+ * counted, the worker's load and the webhook claim read the parent tables
+ * (src/store/day-partitions.ts), planned at every execution without any statistics of the column
+ * they look up: Postgres then takes `message_id = any(…)` of a hundred ids for half the table and
+ * may choose a bitmap or parallel scan of the whole day for each load. Autovacuum's ANALYZE would
+ * come, but only after its naptime (a minute) and its turn among the databases, time in which a
+ * busy worker's loads cost several times what they should (bench/results/2026-11-29-notes.md).
+ * Only tables the worker's role may analyse (their owner's rights): on another's, ANALYZE would
+ * warn and do nothing, every run.
+ */
+const YOUNG_DAY_TABLES = `select t.name from unnest($1::text[]) as t(name)
+  join pg_class c on c.oid = to_regclass(t.name)
+  where c.reltuples < $2 and pg_stat_get_mod_since_analyze(c.oid) >= $2
+    and pg_has_role(c.relowner, 'USAGE')
+  order by t.name`;
+
+/**
+ * Runs ANALYZE on the young day tables ({@link YOUNG_DAY_TABLES}) there are, each in a short
+ * transaction of the upkeep that asks again first (another worker may have counted it meanwhile).
+ * Returns the tables analysed; a table whose turn fails (a lock timeout) is in `failed` and asked
+ * about at the next run. One cheap question of the catalog when there is nothing to do.
+ */
+export async function analyseYoungDayTables(
+  sql: postgres.Sql,
+  now: Date,
+): Promise<{ analysed: string[]; failed: Array<{ table: string; error: unknown }> }> {
+  const tables = [-1, 0, 1].flatMap((days) => {
+    const day = utcDay(now, days).replaceAll("-", "");
+    return [`message_events_p${day}`, `messages_p${day}`];
+  });
+  const young = await sql.unsafe<Array<{ name: string }>>(YOUNG_DAY_TABLES, [tables, READY_PARTITION_ROWS]);
+  const analysed: string[] = [];
+  const failed: Array<{ table: string; error: unknown }> = [];
+  for (const { name } of young) {
+    try {
+      const done = await inShortTransaction(sql, async (tx) => {
+        const still = await tx.unsafe(YOUNG_DAY_TABLES, [[name], READY_PARTITION_ROWS]);
+        if (still.length === 0) return false;
+        await tx`analyze ${tx(name)}`;
+        return true;
+      });
+      if (done) analysed.push(name);
+    } catch (error) {
+      failed.push({ table: name, error });
+    }
+  }
+  return { analysed, failed };
 }
 
 /**

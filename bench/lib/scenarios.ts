@@ -352,10 +352,11 @@ export async function measureEndToEnd(
   // Warm both processes up, then let the warm-up messages finish.
   await load({ ...request, amount: Math.min(2000, settings.e2eMessages) });
   await waitUntilFinished(stack.sql, 60_000);
-  // A day's rows as a running service has them: counted by ANALYZE (autovacuum's, minutes into
-  // the day), so the worker's load and the webhook claim's details read the day's tables by name
-  // once they ask again whether they are ready (src/store/day-partitions.ts). A build from before
-  // that check gains nothing from the wait.
+  // A day's rows as a running service has them: counted by ANALYZE (the worker's own since
+  // 2026-11-29, seconds into the day; autovacuum's before, minutes into it), so the worker's load
+  // and the webhook claim's details read the day's tables by name once they ask again whether
+  // they are ready (src/store/day-partitions.ts). Done here too so that builds from before compare
+  // alike; a build from before that check gains nothing from the wait.
   await stack.sql`analyze message_events`;
   await stack.sql`analyze messages`;
   await new Promise((resolve) => setTimeout(resolve, PARTITION_READY_RECHECK_MS + 500));

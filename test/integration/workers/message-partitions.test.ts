@@ -4,13 +4,20 @@ import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "../../../db/client.js";
 import { createMetrics } from "../../../src/observability/metrics.js";
+import { createDayTables } from "../../../src/store/day-partitions.js";
 import { loadEvents } from "../../../src/store/events.js";
 import { pageOfMessages } from "../../../src/store/listing.js";
 import { rebuildProjections } from "../../../src/store/rebuild.js";
 import { createRecordFinder } from "../../../src/store/records.js";
-import { maintainMessagePartitions, utcDay } from "../../../workers/message-partitions.js";
+import { LOAD_FOR_DELIVERY } from "../../../workers/delivery-store.js";
+import {
+  analyseYoungDayTables,
+  maintainMessagePartitions,
+  utcDay,
+} from "../../../workers/message-partitions.js";
 import { testContentVault } from "../../support/content-keys.js";
 import { createOwnDatabase } from "../../support/own-database.js";
+import { uuidv7At } from "../../support/uuidv7-sql.js";
 
 /**
  * The worker's upkeep of the day partitions (docs/decisions/0042): the coming days made ahead,
@@ -405,5 +412,73 @@ describe("the day partitions", () => {
       release();
       await other.end();
     }
+  });
+});
+
+describe("the day tables without statistics", () => {
+  it("are analysed once they have taken 1,000 rows and not before, once: the load's estimate for a hundred ids is then about a hundred rows, not half the day", async () => {
+    const now = new Date(NOW + 120 * DAY);
+    await database.sql`select create_message_partitions(${utcDay(now, -1)}::date, ${utcDay(now, 1)}::date)`;
+    const today = partitionName("message_events", now.getTime());
+    const yesterday = partitionName("message_events", now.getTime() - DAY);
+    const tables = [-1, 0, 1].flatMap((days) =>
+      ["message_events", "messages"].map((table) => partitionName(table, now.getTime() + days * DAY)),
+    );
+    // Autovacuum kept out of it: its ANALYZE would count the tables before the upkeep does.
+    for (const table of tables)
+      await database.sql.unsafe(`alter table ${table} set (autovacuum_enabled = off)`);
+    const addEvents = (at: number, count: number) =>
+      database.sql.unsafe(
+        `insert into message_events (message_id, organization_id, seq, type, retry_count, data, occurred_at)
+         select ${uuidv7At(`to_timestamp(${at / 1000}) + g * interval '1 ms'`)}, $1, 1, 'accepted', 0, '{}', now()
+         from generate_series(1, $2::int) g`,
+        [organizationId, count],
+      );
+    await addEvents(now.getTime() - DAY, 999);
+    await addEvents(now.getTime(), 20_000);
+    // The counts of rows written reach the statistics a moment after the inserts' commits.
+    const written = async (table: string) => {
+      const [row] = await database.sql<Array<{ written: number }>>`
+        select pg_stat_get_mod_since_analyze(to_regclass(${table}))::int as written`;
+      return row?.written ?? 0;
+    };
+    for (let waited = 0; (await written(today)) < 20_000 || (await written(yesterday)) < 999; waited += 100) {
+      expect(waited).toBeLessThan(10_000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const ids = (
+      await database.sql<Array<{ id: string }>>`select message_id as id from ${database.sql(today)} limit 100`
+    ).map((row) => row.id);
+    const estimate = async () => {
+      const [row] = await database.sql.unsafe<
+        Array<{ "QUERY PLAN": Array<{ Plan: { "Plan Rows": number } }> }>
+      >(`explain (format json) ${LOAD_FOR_DELIVERY}`, [ids]);
+      return row?.["QUERY PLAN"][0]?.Plan["Plan Rows"] ?? 0;
+    };
+    const ready = () => createDayTables(database.sql).ready([today]);
+    expect(await estimate()).toBeGreaterThan(2_000);
+    expect(await ready()).toBe(false);
+
+    expect(await analyseYoungDayTables(database.sql, now)).toEqual({ analysed: [today], failed: [] });
+
+    expect(await estimate()).toBeLessThan(300);
+    expect(await ready()).toBe(true);
+    const analysed = await database.sql<Array<{ relname: string }>>`
+      select relname from pg_stat_user_tables where relname in ${database.sql(tables)} and last_analyze is not null`;
+    expect(analysed.map((row) => row.relname)).toEqual([today]);
+    // Counted now: not again, however much more the day takes (autovacuum's from then on).
+    await addEvents(now.getTime() + 3_600_000, 2_000);
+    for (let waited = 0; (await written(today)) < 2_000; waited += 100) {
+      expect(waited).toBeLessThan(10_000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await analyseYoungDayTables(database.sql, now)).toEqual({ analysed: [], failed: [] });
+    // Its last one past the line, yesterday's table is counted at the next run.
+    await addEvents(now.getTime() - DAY + 3_600_000, 1);
+    for (let waited = 0; (await written(yesterday)) < 1_000; waited += 100) {
+      expect(waited).toBeLessThan(10_000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await analyseYoungDayTables(database.sql, now)).toEqual({ analysed: [yesterday], failed: [] });
   });
 });
