@@ -313,15 +313,25 @@ async function main(): Promise<void> {
   const partitions = every(PARTITION_INTERVAL_MS, databaseUp, maintainPartitions);
   // A day's tables counted by ANALYZE as soon as they hold rows, not a minute or more later by
   // autovacuum: until then the loads on them are planned blind (workers/message-partitions.ts).
+  const notAnalysableWarned = new Set<string>();
   const youngDayTables = every(YOUNG_DAY_TABLES_INTERVAL_MS, databaseUp, () =>
     analyseYoungDayTables(sql, new Date())
-      .then(({ analysed, failed }) => {
-        for (const { table, error } of failed)
-          logger.warn({ err: error, table }, "analyse of a day's table failed (tried again on the next run)");
+      .then(({ analysed, notAnalysable }) => {
         if (analysed.length > 0)
           logger.info({ tables: analysed }, "analysed day tables that had no statistics yet");
+        for (const table of notAnalysable) {
+          if (notAnalysableWarned.has(table)) continue;
+          if (notAnalysableWarned.size >= 100) notAnalysableWarned.clear();
+          notAnalysableWarned.add(table);
+          logger.warn(
+            { table },
+            "a day's table has no statistics yet and the worker's role may not analyse it (not its owner): loads on it are planned without them until autovacuum's ANALYZE",
+          );
+        }
       })
-      .catch((error: unknown) => logger.warn({ err: error }, "looking for day tables to analyse failed")),
+      .catch((error: unknown) =>
+        logger.warn({ err: error }, "analysing the day tables failed (tried again in 5 s)"),
+      ),
   );
 
   // Scheduled sends whose `send_at` came move into the outbox (docs/decisions/0044).

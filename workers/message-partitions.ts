@@ -116,55 +116,67 @@ export async function maintainMessagePartitions(
 }
 
 /**
- * The day tables of yesterday, today and tomorrow (`now`'s UTC days) that have taken
- * {@link READY_PARTITION_ROWS} rows or more since their statistics were taken, while those count
- * fewer: a day's tables after midnight, or every table of a fresh database. Until they are
+ * The day tables of yesterday, today and tomorrow (`now`'s UTC days) that hold
+ * {@link READY_PARTITION_ROWS} live rows or more while their statistics count fewer or were never
+ * taken: a day's tables minutes after midnight, or every table of a fresh database. Until they are
  * counted, the worker's load and the webhook claim read the parent tables
  * (src/store/day-partitions.ts), planned at every execution without any statistics of the column
- * they look up: Postgres then takes `message_id = any(…)` of a hundred ids for half the table and
- * may choose a bitmap or parallel scan of the whole day for each load. Autovacuum's ANALYZE would
- * come, but only after its naptime (a minute) and its turn among the databases, time in which a
- * busy worker's loads cost several times what they should (bench/results/2026-11-29-notes.md).
- * Only tables the worker's role may analyse (their owner's rights): on another's, ANALYZE would
- * warn and do nothing, every run.
+ * they look up: Postgres then takes `message_id = any(…)` of a hundred ids for a large part of the
+ * day (5,698 rows of 20,000 in the test) and may choose a bitmap or parallel scan of the day for
+ * each load. Autovacuum's ANALYZE would come, but only after its naptime (a minute) and its turn
+ * among the databases, time in which a busy worker's loads cost several times what they should
+ * (bench/results/2026-11-29-notes.md). Once analysed, a table counts its rows and has its
+ * statistics, so it is not found again (autovacuum keeps it counted from there). `analysable`: the
+ * worker's role may analyse it (owns it or the database); ANALYZE would otherwise warn and skip it.
  */
-const YOUNG_DAY_TABLES = `select t.name from unnest($1::text[]) as t(name)
+const YOUNG_DAY_TABLES = `select t.name,
+    pg_has_role(c.relowner, 'USAGE')
+      or pg_has_role((select datdba from pg_database where datname = current_database()), 'USAGE')
+      as analysable
+  from unnest($1::text[]) as t(name)
   join pg_class c on c.oid = to_regclass(t.name)
-  where c.reltuples < $2 and pg_stat_get_mod_since_analyze(c.oid) >= $2
-    and pg_has_role(c.relowner, 'USAGE')
+  where pg_stat_get_live_tuples(c.oid) >= $2
+    and (c.reltuples < $2
+      or pg_stat_get_last_analyze_time(c.oid) is null and pg_stat_get_last_autoanalyze_time(c.oid) is null)
   order by t.name`;
 
+export interface YoungDayTables {
+  /** Tables analysed by this run. */
+  analysed: string[];
+  /** Tables another ANALYZE or VACUUM held (autovacuum's, another worker's): asked about at the next run. */
+  skipped: string[];
+  /** Tables the worker's role may not analyse: left to autovacuum. */
+  notAnalysable: string[];
+}
+
 /**
- * Runs ANALYZE on the young day tables ({@link YOUNG_DAY_TABLES}) there are, each in a short
- * transaction of the upkeep that asks again first (another worker may have counted it meanwhile).
- * Returns the tables analysed; a table whose turn fails (a lock timeout) is in `failed` and asked
- * about at the next run. One cheap question of the catalog when there is nothing to do.
+ * Runs ANALYZE on the young day tables ({@link YOUNG_DAY_TABLES}) there are, in one statement that
+ * skips a table whose lock another ANALYZE or VACUUM holds (a worker beside this one, autovacuum)
+ * rather than waiting for it: those are asked about again at the next run. One cheap question of
+ * the catalog when there is nothing to do. These days' tables are never dropped by retention, so
+ * no turn on the upkeep's lock is needed.
  */
-export async function analyseYoungDayTables(
-  sql: postgres.Sql,
-  now: Date,
-): Promise<{ analysed: string[]; failed: Array<{ table: string; error: unknown }> }> {
+export async function analyseYoungDayTables(sql: postgres.Sql, now: Date): Promise<YoungDayTables> {
   const tables = [-1, 0, 1].flatMap((days) => {
     const day = utcDay(now, days).replaceAll("-", "");
     return [`message_events_p${day}`, `messages_p${day}`];
   });
-  const young = await sql.unsafe<Array<{ name: string }>>(YOUNG_DAY_TABLES, [tables, READY_PARTITION_ROWS]);
-  const analysed: string[] = [];
-  const failed: Array<{ table: string; error: unknown }> = [];
-  for (const { name } of young) {
-    try {
-      const done = await inShortTransaction(sql, async (tx) => {
-        const still = await tx.unsafe(YOUNG_DAY_TABLES, [[name], READY_PARTITION_ROWS]);
-        if (still.length === 0) return false;
-        await tx`analyze ${tx(name)}`;
-        return true;
-      });
-      if (done) analysed.push(name);
-    } catch (error) {
-      failed.push({ table: name, error });
-    }
-  }
-  return { analysed, failed };
+  const youngNow = () =>
+    sql.unsafe<Array<{ name: string; analysable: boolean }>>(YOUNG_DAY_TABLES, [
+      tables,
+      READY_PARTITION_ROWS,
+    ]);
+  const young = await youngNow();
+  const notAnalysable = young.filter((table) => !table.analysable).map((table) => table.name);
+  const toAnalyse = young.filter((table) => table.analysable).map((table) => table.name);
+  if (toAnalyse.length === 0) return { analysed: [], skipped: [], notAnalysable };
+  await sql`analyze (skip_locked) ${sql(toAnalyse)}`;
+  const still = new Set((await youngNow()).map((table) => table.name));
+  return {
+    analysed: toAnalyse.filter((name) => !still.has(name)),
+    skipped: toAnalyse.filter((name) => still.has(name)),
+    notAnalysable,
+  };
 }
 
 /**
