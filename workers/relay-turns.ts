@@ -64,9 +64,21 @@ const ROWS_OF = `
  */
 const MAX_ROUNDS = 3;
 
-/** Whether rows written before the organization was recorded wait in tier `$2` (no lock). */
-const LEGACY_WAITING = `select 1 from delivery_outbox
-  where queue_prefix = $1 and priority = $2 and organization_id is null limit 1`;
+/**
+ * Which of tiers 1 to `$2` (of prefix `$1`) hold rows of an organization, and which hold rows
+ * written before the organization was recorded (no lock): two probes of `delivery_outbox_turns_idx`
+ * a tier (the first in its order: without it, Postgres may read a full tier through the table to
+ * find an empty one's first row), in one statement, so a pass asks nothing more of empty tiers.
+ */
+const TIERS_WAITING = `
+  select t.priority,
+    (select d.organization_id from delivery_outbox d
+     where d.queue_prefix = $1 and d.priority = t.priority and d.organization_id is not null
+     order by d.organization_id limit 1) is not null as organizations,
+    exists (select 1 from delivery_outbox d
+            where d.queue_prefix = $1 and d.priority = t.priority and d.organization_id is null) as legacy
+  from generate_series(1, $2::integer) as t(priority)
+  order by t.priority`;
 
 /** Rows written before the organization was recorded: one turn of their own. */
 const ROWS_WITHOUT_ORGANIZATION = `
@@ -91,17 +103,21 @@ export async function takeInTurns(
 ): Promise<OutboxRow[]> {
   const { prefix, cursor } = options;
   const taken: OutboxRow[] = [];
-  for (let tier = 1; tier <= Math.min(options.maxPriority, 4) && taken.length < options.budget; tier++) {
+  const tiers = await runStatementPlannedEachTime<
+    Array<{ priority: number; organizations: boolean; legacy: boolean }>
+  >(tx, TIERS_WAITING, [prefix, Math.min(options.maxPriority, 4)]);
+  for (const { priority: tier, organizations, legacy: legacyWaiting } of tiers) {
+    if (taken.length >= options.budget) break;
+    if (!organizations && !legacyWaiting) continue;
     const left = options.budget - taken.length;
     const window = Math.min(MAX_TURNS, left);
     const after = cursor.get(tier) ?? null;
-    let turns = await organizationsAfter(tx, prefix, tier, after, window);
-    if (turns.length < window && after !== null) {
+    let turns = organizations ? await organizationsAfter(tx, prefix, tier, after, window) : [];
+    if (organizations && turns.length < window && after !== null) {
       // Round again from the first organization, up to where this round began.
       const wrapped = await organizationsAfter(tx, prefix, tier, null, window - turns.length);
       turns = [...turns, ...wrapped.filter((id) => id <= after && !turns.includes(id))];
     }
-    const [legacyWaiting] = await runStatementPlannedEachTime(tx, LEGACY_WAITING, [prefix, tier]);
     const groups = turns.length + (legacyWaiting ? 1 : 0);
     if (groups === 0) continue;
     // Round 1 shares the budget among every organization (and the rows without one, first: they
