@@ -7,7 +7,7 @@ import { FINAL_WEBHOOK_EVENT_TYPES, webhookEventTypeOf } from "../src/domain/web
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
-import { createDayTables, onDayTables, oneDayOf } from "../src/store/day-partitions.js";
+import { createDayTables, dayTable, onDayTables, oneDayOf } from "../src/store/day-partitions.js";
 import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
@@ -170,7 +170,7 @@ export function rowsFromPartitions(
   const dayTables = createDayTables(sql, now);
   return async (ids) => {
     const day = oneDayOf(ids);
-    const tables = day === undefined ? undefined : [`message_events_p${day}`];
+    const tables = day === undefined ? undefined : [dayTable("message_events", day)];
     if (tables && (await dayTables.ready(tables))) {
       try {
         return await runStatement<LoadRow[]>(sql, onDayTables(LOAD_FOR_DELIVERY, day as string), [ids]);

@@ -1,5 +1,5 @@
 import type postgres from "postgres";
-import { partitionDayOf, READY_PARTITION_ROWS } from "../src/store/day-partitions.js";
+import { dayTable, partitionDayOf, READY_PARTITION_ROWS } from "../src/store/day-partitions.js";
 
 /**
  * The partitions of `message_events` and `messages` (docs/decisions/0042), kept by every worker
@@ -19,7 +19,7 @@ import { partitionDayOf, READY_PARTITION_ROWS } from "../src/store/day-partition
  */
 export function eventsPartitionOf(id: string): string | undefined {
   const day = partitionDayOf(id);
-  return day === undefined ? undefined : `message_events_p${day}`;
+  return day === undefined ? undefined : dayTable("message_events", day);
 }
 
 /** Days of partitions made ahead of today: a week without a worker before an id lands in the default partition. */
@@ -159,7 +159,7 @@ export interface YoungDayTables {
 export async function analyseYoungDayTables(sql: postgres.Sql, now: Date): Promise<YoungDayTables> {
   const tables = [-1, 0, 1].flatMap((days) => {
     const day = utcDay(now, days).replaceAll("-", "");
-    return [`message_events_p${day}`, `messages_p${day}`];
+    return [dayTable("message_events", day), dayTable("messages", day)];
   });
   const youngNow = () =>
     sql.unsafe<Array<{ name: string; analysable: boolean }>>(YOUNG_DAY_TABLES, [

@@ -106,6 +106,11 @@ export function createDayTables(sql: SqlClient, now: () => number = Date.now): D
   };
 }
 
+/** The name of `table`'s partition of `day` (`YYYYMMDD`), as migration 0018 names them. */
+export function dayTable(table: "messages" | "message_events", day: string): string {
+  return `${table}_p${day}`;
+}
+
 /**
  * `statement` with every `from`/`join` of `messages` or `message_events` (followed by its alias)
  * on that table's partition of `day` instead.
@@ -113,6 +118,6 @@ export function createDayTables(sql: SqlClient, now: () => number = Date.now): D
 export function onDayTables(statement: string, day: string): string {
   return statement.replace(
     /\b(from|join) (messages|message_events) /g,
-    (_, keyword, table) => `${keyword} ${table}_p${day} `,
+    (_, keyword, table: "messages" | "message_events") => `${keyword} ${dayTable(table, day)} `,
   );
 }

@@ -3,7 +3,7 @@ import { isUndefinedTable } from "../../db/errors.js";
 import type { Channel, MessageEvent } from "../domain/events.js";
 import type { PriorityTier } from "../domain/priority.js";
 import { FINAL_WEBHOOK_EVENT_TYPES, type MessageFacts } from "../domain/webhooks.js";
-import { type DayTables, onDayTables, oneDayOf } from "./day-partitions.js";
+import { type DayTables, dayTable, onDayTables, oneDayOf } from "./day-partitions.js";
 import { runStatement, runStatementPlannedEachTime } from "./statement.js";
 
 /**
@@ -283,7 +283,7 @@ async function readDetails(
   const messageIds = leases.map((lease) => lease.message_id);
   const values = [messageIds, leases.map((lease) => lease.seq), leases.map((lease) => lease.endpoint_id)];
   const day = dayTables && oneDayOf(messageIds);
-  const tables = day === undefined ? undefined : [`messages_p${day}`, `message_events_p${day}`];
+  const tables = day === undefined ? undefined : [dayTable("messages", day), dayTable("message_events", day)];
   if (tables && (await dayTables?.ready(tables))) {
     try {
       return await runStatement<DetailsRow[]>(sql, onDayTables(CLAIMED_DETAILS, day as string), values);
