@@ -1,5 +1,10 @@
 import type postgres from "postgres";
-import { dayTable, partitionDayOf, READY_PARTITION_ROWS } from "../src/store/day-partitions.js";
+import {
+  dayTable,
+  HAS_COLUMN_STATISTICS,
+  partitionDayOf,
+  READY_PARTITION_ROWS,
+} from "../src/store/day-partitions.js";
 
 /**
  * The partitions of `message_events` and `messages` (docs/decisions/0042), kept by every worker
@@ -117,8 +122,10 @@ export async function maintainMessagePartitions(
 
 /**
  * The day tables of yesterday, today and tomorrow (`now`'s UTC days) that hold
- * {@link READY_PARTITION_ROWS} live rows or more while their statistics count fewer or were never
- * taken: a day's tables minutes after midnight, or every table of a fresh database. Until they are
+ * {@link READY_PARTITION_ROWS} live rows or more (by the cumulative statistics, or by what a VACUUM
+ * counted) while their statistics count fewer or hold none of the columns
+ * ({@link HAS_COLUMN_STATISTICS}): a day's tables minutes after midnight, a table only vacuumed,
+ * or every table of a fresh database. Until they are
  * counted, the worker's load and the webhook claim read the parent tables
  * (src/store/day-partitions.ts), planned at every execution without any statistics of the column
  * they look up: Postgres then takes `message_id = any(…)` of a hundred ids for a large part of the
@@ -135,9 +142,8 @@ const YOUNG_DAY_TABLES = `select t.name,
       as analysable
   from unnest($1::text[]) as t(name)
   join pg_class c on c.oid = to_regclass(t.name)
-  where pg_stat_get_live_tuples(c.oid) >= $2
-    and (c.reltuples < $2
-      or pg_stat_get_last_analyze_time(c.oid) is null and pg_stat_get_last_autoanalyze_time(c.oid) is null)
+  where greatest(pg_stat_get_live_tuples(c.oid), c.reltuples) >= $2
+    and (c.reltuples < $2 or not ${HAS_COLUMN_STATISTICS})
   order by t.name`;
 
 export interface YoungDayTables {

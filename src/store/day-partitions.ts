@@ -56,19 +56,26 @@ export const READY_PARTITION_ROWS = 1_000;
 export const PARTITION_READY_RECHECK_MS = 5_000;
 
 /**
+ * Whether the table of `pg_class` row `c` has statistics of its `message_id` column (`pg_stats`,
+ * which any role that may read the column sees): an ANALYZE took them, and they last as the
+ * catalog does, through a crash, `pg_stat_reset()`, a failover or `pg_upgrade` (the cumulative
+ * statistics' "last analysed" times do not). A VACUUM alone sets `reltuples` without them.
+ */
+export const HAS_COLUMN_STATISTICS = `exists (select from pg_stats s join pg_namespace n on n.nspname = s.schemaname
+    where n.oid = c.relnamespace and s.tablename = c.relname and s.attname = 'message_id')`;
+
+/**
  * The fewest rows the statistics count in the tables `$1`, null if one does not exist. A table
- * never analysed counts -1, whatever `reltuples` says: a VACUUM (a manual one, or autovacuum's
- * for inserts) sets it without any column statistics, and a plan made then would take
- * `message_id = any(…)` for a large part of the day.
+ * without column statistics counts -1, whatever `reltuples` says ({@link HAS_COLUMN_STATISTICS}):
+ * a plan made then would take `message_id = any(…)` for a large part of the day.
  */
 const PARTITION_ROWS = `select case when bool_and(c.oid is not null) then min(
-    case when pg_stat_get_last_analyze_time(c.oid) is null and pg_stat_get_last_autoanalyze_time(c.oid) is null
-      then -1 else c.reltuples end)::float8 end as rows
+    case when ${HAS_COLUMN_STATISTICS} then c.reltuples else -1 end)::float8 end as rows
   from unnest($1::text[]) as t(name) left join pg_class c on c.oid = to_regclass(t.name)`;
 
 /** Which day tables are ready to be read by name, asked of Postgres once per table set (again after a while if not). */
 export interface DayTables {
-  /** Whether every table of `tables` exists, was analysed, and counts at least {@link READY_PARTITION_ROWS} rows. */
+  /** Whether every table of `tables` exists, has column statistics, and counts at least {@link READY_PARTITION_ROWS} rows. */
   ready(tables: readonly string[]): boolean | Promise<boolean>;
   /** Forgets what is known of `tables` (one was dropped since: retention): asked about again. */
   forget(tables: readonly string[]): void;

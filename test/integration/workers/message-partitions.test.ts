@@ -525,5 +525,18 @@ describe("the day tables without statistics", () => {
       skipped: [],
       notAnalysable: [],
     });
+
+    // The cumulative statistics reset (a crash, pg_stat_reset(), a failover, pg_upgrade): the column
+    // statistics stay in the catalog, and so do the tables' readiness; nothing is analysed again.
+    await database.sql`select pg_stat_reset()`;
+    const [reset] = await database.sql<Array<{ at: Date | null }>>`
+      select pg_stat_get_last_analyze_time(to_regclass(${today})) as at`;
+    expect(reset?.at).toBeNull();
+    expect(await createDayTables(database.sql).ready([today, yesterday])).toBe(true);
+    expect(await analyseYoungDayTables(database.sql, now)).toEqual({
+      analysed: [],
+      skipped: [],
+      notAnalysable: [],
+    });
   });
 });
