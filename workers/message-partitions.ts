@@ -129,11 +129,12 @@ export async function maintainMessagePartitions(
  * claim read the parent tables (src/store/day-partitions.ts), planned at every execution without
  * any statistics of the column they look up: Postgres then takes `message_id = any(…)` of a
  * hundred ids for a large part of the day (5,698 rows of 20,000 in the test) and may choose a
- * bitmap or parallel scan of the day for each load. Autovacuum's ANALYZE would come, but only after its naptime (a minute) and its turn
- * among the databases, time in which a busy worker's loads cost several times what they should
- * (bench/results/2026-11-29-notes.md). Once analysed, a table counts its rows and has its
- * statistics, so it is not found again (autovacuum keeps it counted from there). `analysable`: the
- * worker's role may analyse it (owns it or the database); ANALYZE would otherwise warn and skip it.
+ * bitmap or parallel scan of the day for each load. Autovacuum's ANALYZE would come, but only
+ * after its naptime (a minute) and its turn among the databases, time in which a busy worker's
+ * loads cost several times what they should (bench/results/2026-11-29-notes.md). Once analysed,
+ * a table counts its rows and has its statistics, so it is not found again (autovacuum keeps it
+ * counted from there). `analysable`: the worker's role may analyse it (owns it or the database);
+ * ANALYZE would otherwise warn and skip it.
  */
 const YOUNG_DAY_TABLES = `select t.name,
     pg_has_role(c.relowner, 'USAGE')

@@ -416,7 +416,7 @@ describe("the day partitions", () => {
 });
 
 describe("the day tables without statistics", () => {
-  it("are analysed once they hold 1,000 live rows, not before, and once: the load's estimate for a hundred ids is then about a hundred rows, not a good part of the day", async () => {
+  it("are analysed once they hold 1,000 live rows, not before, and once (a VACUUM alone does not count, a statistics reset undoes nothing): the load's estimate for a hundred ids is then about a hundred rows, not a good part of the day", async () => {
     // Noon of a day of its own (rows written an hour later stay in its table).
     const day = new Date(NOW + 120 * DAY);
     const now = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate(), 12));
