@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Webhook } from "standardwebhooks";
 import type { SqlClient } from "../db/client.js";
 import {
   messageWebhookBody,
@@ -12,6 +11,7 @@ import { type OpenedSecrets, openEndpointSecrets, sendWebhook, signersAt } from 
 import type { Logger } from "../src/runtime/logger.js";
 import type { AbortRequest, OutboundPost } from "../src/runtime/outbound/outbound-fetch.js";
 import type { WebhookSecrets } from "../src/runtime/webhook-secrets.js";
+import type { WebhookSigner } from "../src/runtime/webhook-signature.js";
 import { createDayTables } from "../src/store/day-partitions.js";
 import {
   type ClaimedDelivery,
@@ -241,7 +241,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       eventId,
       eventType: delivery.eventType,
     };
-    let signers: Webhook[] | undefined;
+    let signers: WebhookSigner[] | undefined;
     try {
       signers = signersAt(secretsFor(endpoint), at);
     } catch (error) {

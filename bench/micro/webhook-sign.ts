@@ -1,16 +1,16 @@
 /**
- * What signing one status webhook costs the CPU (docs/decisions/0036): the standard's own library
- * (`standardwebhooks`, pure-JS HMAC-SHA256 from `fast-sha256`), with a `Webhook` built per
- * signature (as step 1 did) and one kept per secret (as the dispatcher does), beside node:crypto's
- * HMAC of the same bytes, the alternative not taken (checked to give the same signature). A body
- * of the size the dispatcher sends for a final event. Usage: `npx tsx bench/micro/webhook-sign.ts`
+ * What signing one status webhook costs the CPU (docs/decisions/0050): the service's
+ * `WebhookSigner` (node:crypto's HMAC, one kept per secret, as the dispatcher does) beside the
+ * standard's own library (`standardwebhooks`, pure-JS HMAC-SHA256 from `fast-sha256`), with a
+ * `Webhook` built per signature and one kept per secret (checked to give the same signature). A
+ * body of the size the dispatcher sends for a final event. Usage: `npx tsx bench/micro/webhook-sign.ts`
  */
-import { createHmac, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { Webhook } from "standardwebhooks";
+import { WebhookSigner } from "../../src/runtime/webhook-signature.js";
 
 const ITERATIONS = 50_000;
 const secret = `whsec_${randomBytes(32).toString("base64")}`;
-const key = Buffer.from(secret.slice("whsec_".length), "base64");
 const at = new Date();
 const body = JSON.stringify({
   type: "message.succeeded",
@@ -34,17 +34,15 @@ const ids = Array.from(
 );
 
 const kept = new Webhook(secret);
-const nodeSign = (id: string) =>
-  `v1,${createHmac("sha256", key)
-    .update(`${id}.${Math.floor(at.getTime() / 1000)}.${body}`)
-    .digest("base64")}`;
+const signer = new WebhookSigner(secret);
+const nodeSign = (id: string) => signer.sign(id, at, body);
 if (nodeSign(ids[0] as string) !== kept.sign(ids[0] as string, at, body))
   throw new Error("signatures differ");
 
 const cases: Record<string, (id: string) => string> = {
   "standardwebhooks, a Webhook per signature": (id) => new Webhook(secret).sign(id, at, body),
   "standardwebhooks, one Webhook per secret": (id) => kept.sign(id, at, body),
-  "node:crypto createHmac": nodeSign,
+  "WebhookSigner (node:crypto), one per secret": nodeSign,
 };
 
 console.log(`body ${Buffer.byteLength(body)} bytes, ${ITERATIONS} signatures per case, best of 3 rounds`);

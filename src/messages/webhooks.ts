@@ -1,4 +1,3 @@
-import { Webhook } from "standardwebhooks";
 import type { Executor } from "../../db/client.js";
 import {
   MAX_WEBHOOK_ENDPOINTS_PER_ORGANIZATION,
@@ -15,6 +14,7 @@ import {
   type OutboundPost,
 } from "../runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets } from "../runtime/webhook-secrets.js";
+import { WebhookSigner } from "../runtime/webhook-signature.js";
 import {
   countWebhookEndpoints,
   insertWebhookAttempt,
@@ -97,13 +97,12 @@ export type EndpointSecrets = Pick<
 >;
 
 /**
- * An endpoint's secrets, opened, each as the standard library's signer (one `Webhook` per secret,
- * kept with the opened secrets: its constructor decodes the key): its own, and the one it replaced
- * while that still signs.
+ * An endpoint's secrets, opened, each as its signer (one per secret, kept with the opened secrets:
+ * its constructor decodes the key): its own, and the one it replaced while that still signs.
  */
 export interface OpenedSecrets {
-  current: Webhook;
-  previous?: { signer: Webhook; expiresAt: Date };
+  current: WebhookSigner;
+  previous?: { signer: WebhookSigner; expiresAt: Date };
 }
 
 /**
@@ -112,25 +111,32 @@ export interface OpenedSecrets {
  * (sealed under a `WEBHOOK_SECRET_KEY` since changed) is left out: the current one still signs.
  */
 export function openEndpointSecrets(secrets: WebhookSecrets, endpoint: EndpointSecrets): OpenedSecrets {
-  const current = new Webhook(secrets.open(endpoint.id, endpoint.secretSealed));
+  const current = new WebhookSigner(secrets.open(endpoint.id, endpoint.secretSealed));
   const previous =
     endpoint.previousSecretSealed && endpoint.previousSecretExpiresAt
       ? openOrSkip(secrets, endpoint.id, endpoint.previousSecretSealed)
       : undefined;
   return previous && endpoint.previousSecretExpiresAt
-    ? { current, previous: { signer: new Webhook(previous), expiresAt: endpoint.previousSecretExpiresAt } }
+    ? {
+        current,
+        previous: { signer: new WebhookSigner(previous), expiresAt: endpoint.previousSecretExpiresAt },
+      }
     : { current };
 }
 
 /** The signers at `now`: the current secret's, and the previous one's for 24 h after a rotation. */
-export function signersAt(opened: OpenedSecrets, now: Date): Webhook[] {
+export function signersAt(opened: OpenedSecrets, now: Date): WebhookSigner[] {
   return opened.previous && opened.previous.expiresAt > now
     ? [opened.current, opened.previous.signer]
     : [opened.current];
 }
 
 /** The signers for the endpoint now (see {@link openEndpointSecrets}). */
-export function endpointSigners(secrets: WebhookSecrets, endpoint: EndpointSecrets, now: Date): Webhook[] {
+export function endpointSigners(
+  secrets: WebhookSecrets,
+  endpoint: EndpointSecrets,
+  now: Date,
+): WebhookSigner[] {
   return signersAt(openEndpointSecrets(secrets, endpoint), now);
 }
 
@@ -145,11 +151,10 @@ function openOrSkip(secrets: WebhookSecrets, endpointId: string, sealed: Buffer)
 
 /**
  * The Standard Webhooks headers of one attempt: `webhook-signature` holds one `v1,<base64>` per
- * secret, space-separated (the standard's way of signing with two secrets during a rotation);
- * each is the standard library's own `sign`, one `Webhook` per secret.
+ * secret, space-separated (the standard's way of signing with two secrets during a rotation).
  */
 export function webhookHeaders(
-  signers: readonly Webhook[],
+  signers: readonly WebhookSigner[],
   eventId: string,
   at: Date,
   body: string,
@@ -222,7 +227,7 @@ export interface SentWebhook {
 export async function sendWebhook(
   post: OutboundPost,
   url: string,
-  signers: readonly Webhook[],
+  signers: readonly WebhookSigner[],
   event: { id: string; body: string },
   at: Date,
   timeoutMs: number,
