@@ -3,15 +3,20 @@ import { isDatabaseUnavailable, isUndefinedTable } from "../db/errors.js";
 import type { MessageEvent } from "../src/domain/events.js";
 import { fold, type MessageState } from "../src/domain/state.js";
 import type { SuppressionEntry, SuppressionFact } from "../src/domain/suppression.js";
-import { FINAL_WEBHOOK_EVENT_TYPES, webhookEventTypeOf } from "../src/domain/webhooks.js";
 import { UnreadableContentError } from "../src/runtime/content-crypto.js";
 import type { Logger } from "../src/runtime/logger.js";
 import type { ContentVault, Opener } from "../src/store/content.js";
 import { createDayTables, dayTable, onDayTables, oneDayOf } from "../src/store/day-partitions.js";
-import { EVENT_SELECT_WITHOUT_INDEXES, type EventRow, toEvent, writeAppends } from "../src/store/events.js";
+import {
+  EVENT_SELECT_WITHOUT_INDEXES,
+  type EventRow,
+  toEvent,
+  writeAppends,
+  writeAppendsHandingOff,
+} from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
-import type { HandedEvent } from "../src/store/webhook-deliveries.js";
+import { type ClaimedDelivery, type HandedRow, handedDelivery } from "../src/store/webhook-deliveries.js";
 import type { WebhookHandoff } from "./webhook-dispatcher.js";
 
 /** How long a day's table found not ready is not asked about again (tests and the benchmark wait on it). */
@@ -70,13 +75,13 @@ export function createDeliveryStore(
     retryOneByOne: () => false,
   });
   // A conflict fails the batch; one by one, only the conflicting message gets its ConcurrencyError.
-  const handoff = webhooks ? { handoffLeaseMs: webhooks.leaseMs } : {};
   const append = microBatch(
     async (appends: Array<{ state: MessageState; events: readonly MessageEvent[] }>) => {
-      const states = await writeAppends(sql, appends, [], handoff);
+      if (!webhooks) return writeAppends(sql, appends);
+      const { states, handed } = await writeAppendsHandingOff(sql, appends, webhooks.leaseMs);
       // Committed: nothing here may fail the batch (its retry one by one would append again).
       try {
-        webhooks?.handOff(handedEvents(appends, states));
+        if (handed.length > 0) webhooks.handOff(handedDeliveries(appends, states, handed));
       } catch (error) {
         logger?.warn(
           { err: error },
@@ -95,26 +100,28 @@ export function createDeliveryStore(
 }
 
 /**
- * The final events of committed appends (those whose deliveries the fan-out may write born leased,
- * db/migrations/0024_webhook-handoff.sql), with what their webhook bodies need.
+ * The deliveries a committed append handed off (`handed`, its rows), each with its event and
+ * message from the appends themselves: what the POSTs' bodies need.
  */
-function handedEvents(
+function handedDeliveries(
   appends: ReadonlyArray<{ state: MessageState; events: readonly MessageEvent[] }>,
   states: readonly MessageState[],
-): HandedEvent[] {
-  const handed: HandedEvent[] = [];
-  appends.forEach(({ state, events }, i) => {
-    const next = states[i];
-    if (!next || next.status === "initial") return;
+  handed: readonly HandedRow[],
+): ClaimedDelivery[] {
+  const byMessage = new Map<string, number>();
+  states.forEach((next, i) => {
+    if (next.status !== "initial") byMessage.set(next.message.id, i);
+  });
+  return handed.flatMap((row) => {
+    const i = byMessage.get(row.message_id);
+    const append = i === undefined ? undefined : appends[i];
+    const next = i === undefined ? undefined : states[i];
+    const event = append?.events[row.seq - append.state.version - 1];
+    if (!append || !event || !next || next.status === "initial") return []; // unreachable: its lease runs out
     const { id, organizationId, channel, priority, notificationType } = next.message;
     const message = { messageId: id, organizationId, channel, priority, notificationType };
-    events.forEach((event, index) => {
-      const type = webhookEventTypeOf(event);
-      if (type && FINAL_WEBHOOK_EVENT_TYPES.includes(type))
-        handed.push({ message, event: { ...event, seq: state.version + index + 1 } });
-    });
+    return [handedDelivery(row, { message, event: { ...event, seq: row.seq } })];
   });
-  return handed;
 }
 
 /**

@@ -17,10 +17,8 @@ import {
   type ClaimedDelivery,
   type ClaimedEndpoint,
   claimDueDeliveries,
-  confirmHandedDeliveries,
   type DeliverySettlement,
   giveBackDeliveries,
-  type HandedEvent,
   releaseLeases,
   settleDeliveries,
 } from "../src/store/webhook-deliveries.js";
@@ -79,24 +77,31 @@ export interface WebhookDispatcher {
 }
 
 /**
- * The handoff (docs/decisions/0036, "The handoff"): an append made with `leaseMs` has the webhook
- * fan-out write the deliveries nothing holds back already leased to this process for that long
- * (db/migrations/0024_webhook-handoff.sql); once it has committed, its events are handed here. The
- * dispatcher finds those deliveries by their keys in one read per handoff and POSTs them at once,
- * where its slots allow; it gives back the rest, for any claim. What it never gets (a crash after
- * the commit, a read that failed) is claimed once the lease runs out: late, never lost.
+ * The handoff (docs/decisions/0036, "The handoff"): an append made with `leaseMs`
+ * (`writeAppendsHandingOff`) writes the deliveries nothing holds back already leased to this
+ * process for that long, and returns them; once it has committed, they are handed here. The
+ * dispatcher POSTs them at once where its slots allow, and gives back the rest, for any claim. What
+ * it never gets (a crash after the commit, an answer lost) is claimed once the lease runs out:
+ * late, never lost.
  */
 export interface WebhookHandoff {
   /**
-   * How long the fan-out leases a delivery it writes for the handoff: the dispatcher's lease, but
-   * at least an attempt's time-out and 11 s (the time a handed event may take to be read and started).
+   * How long an append leases the deliveries it hands off: the dispatcher's lease, but at least an
+   * attempt's time-out and 11 s (the time a handed delivery may take to be started).
    */
   readonly leaseMs: number;
-  /** The final events of an append that has committed. */
-  handOff(events: readonly HandedEvent[]): void;
+  /** The deliveries of an append that has committed. */
+  handOff(deliveries: readonly ClaimedDelivery[]): void;
 }
 
 export const DEFAULT_LEASE_MS = 30_000;
+/** What the settle does after each step of the retry schedule. */
+const RESULT_OF_STEP = {
+  delivered: "delivered",
+  retry: "retry",
+  give_up: "given_up",
+  disable_endpoint: "gone",
+} as const satisfies Record<ReturnType<typeof nextWebhookAttempt>["step"], DeliverySettlement["result"]>;
 const DEFAULT_IDLE = { min: 50, max: 250 };
 const MAX_SETTLE_BATCH = 500;
 const MIN_CLAIM_GAP_MS = 5;
@@ -126,23 +131,16 @@ const POISON_FAILURES = 3;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
 const SECRET_CACHE_LIMIT = 10_000;
-/** Handed events confirmed in one read at most. */
-const MAX_HANDED_BATCH = 500;
-/** Handed events waiting for their read at most; more are left to their leases (a claim takes them). */
-const MAX_HANDED_WAITING = 10_000;
-/** A handed delivery is POSTed only with its attempt's time-out and this much of its lease left. */
-const HANDOFF_LEASE_MARGIN_MS = 1_000;
 /**
- * A born lease leaves a handed event this long at least, after the attempt's time-out and the
- * margin, to be read and started: with the shortest WEBHOOK_LEASE_MS (11 s, a second over the
- * time-out) it would have none, and every handed delivery would wait for its lease to run out.
+ * A born lease outlasts the attempt's time-out by this much at least: the time a handed delivery
+ * may take to be started after its append began (the append itself, the event loop under load).
  */
-const HANDOFF_READ_WINDOW_MS = 10_000;
+const HANDOFF_START_WINDOW_MS = 11_000;
 
 export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const timeoutMs = deps.attemptTimeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS;
-  const handoffLeaseMs = Math.max(leaseMs, timeoutMs + HANDOFF_LEASE_MARGIN_MS + HANDOFF_READ_WINDOW_MS);
+  const handoffLeaseMs = Math.max(leaseMs, timeoutMs + HANDOFF_START_WINDOW_MS);
   const idle = deps.idleMs ?? DEFAULT_IDLE;
   const failingDisableMs = deps.failingDisableMs ?? WEBHOOK_FAILING_DISABLE_MS;
   if (leaseMs <= timeoutMs) throw new Error("the lease must outlast an attempt's time-out");
@@ -181,12 +179,10 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
   };
   let stopped = false;
   let settling: Promise<void> | undefined;
-  /** Handed events waiting for their read, and the read under way (one at a time). */
-  const handed: HandedEvent[] = [];
-  let confirming: Promise<void> | undefined;
-  /** Set once `stop` is over: handed events are left to their leases (Postgres may be closing). */
+  /** Give-backs under way (a shutdown waits for them). */
+  const givingBack = new Set<Promise<void>>();
+  /** Set once `stop` is over: handed deliveries are left to their leases (Postgres may be closing). */
   let closed = false;
-  let handoffFailures = 0;
   /**
    * Successes of handed deliveries: their settle wakes no claim. Only the message's later events
    * to the same endpoint wait on it, and those are rare after the events a handoff carries (a
@@ -225,22 +221,12 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
     const at = deps.now();
-    let settlement: Omit<DeliverySettlement, "result" | "retryAt">;
+    let sent: Pick<DeliverySettlement, "durationMs" | "statusCode" | "errorClass" | "errorCode">;
     let retryAfter: string | null = null;
     const body = messageWebhookBody(
       { messageId: delivery.messageId, organizationId: delivery.organizationId, ...delivery.message },
       delivery.event,
     );
-    const base = {
-      deliveryId: delivery.id,
-      endpointId: endpoint.id,
-      organizationId: delivery.organizationId,
-      attemptId: deps.newId(),
-      attemptsBefore: delivery.attempts,
-      leasedUntil: delivery.leasedUntil,
-      eventId,
-      eventType: delivery.eventType,
-    };
     let signers: WebhookSigner[] | undefined;
     try {
       signers = signersAt(secretsFor(endpoint), at);
@@ -250,16 +236,14 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     if (!signers || !body) {
       // Nothing can be sent: a secret sealed under another WEBHOOK_SECRET_KEY (rotate it), or an
       // event the fan-out should not have written. A failed attempt, on the schedule like any.
-      settlement = {
-        ...base,
-        attemptedAt: at,
+      sent = {
         durationMs: 0,
         statusCode: null,
         errorClass: signers ? "not_sendable" : "secret_unreadable",
         errorCode: signers ? "ERR_NOT_SENDABLE" : "ERR_SECRET_UNREADABLE",
       };
     } else {
-      const sent = await sendWebhook(
+      const answer = await sendWebhook(
         deps.post,
         endpoint.url,
         signers,
@@ -270,43 +254,46 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       );
       // Cut short by the shutdown: not the endpoint's doing, and not recorded; the lease runs out
       // and another process (or this one, restarted) tries again.
-      if (aborted && sent.outcome.errorClass !== null) return false;
-      retryAfter = sent.retryAfter;
-      settlement = { ...base, attemptedAt: at, durationMs: sent.durationMs, ...sent.outcome };
+      if (aborted && answer.outcome.errorClass !== null) return false;
+      retryAfter = answer.retryAfter;
+      sent = { durationMs: answer.durationMs, ...answer.outcome };
     }
     const next = nextWebhookAttempt(
       delivery.attempts + 1,
-      { statusCode: settlement.statusCode, retryAfter },
+      { statusCode: sent.statusCode, retryAfter },
       deps.random,
       deps.now(),
       deps.retryDelaysMs,
     );
-    deps.metrics?.webhookAttempt(settlement.errorClass ?? "success");
-    let outcome: DeliverySettlement;
-    switch (next.step) {
-      case "delivered":
-        deps.metrics?.webhookDelivered(
-          Math.max(0, (deps.now().getTime() - Date.parse(delivery.eventAt)) / 1000),
-        );
-        // Nothing waits on a success's settlement but the message's later events, which the
-        // claim holds back while this row is there, untried (`attempts = 0`): its slots are free.
-        outcome = { ...settlement, result: "delivered" };
-        if (wasHanded) quiet.add(outcome);
-        outcomes.push(outcome);
-        return false;
-      case "retry":
-        outcome = { ...settlement, result: "retry", retryAt: next.at };
-        break;
-      case "give_up":
-        outcome = { ...settlement, result: "given_up" };
-        break;
-      case "disable_endpoint":
-        outcome = { ...settlement, result: "gone" };
-        break;
-      default:
-        return next satisfies never;
-    }
+    deps.metrics?.webhookAttempt(sent.errorClass ?? "success");
+    // One literal of every field (no spreads): V8 builds its shape once, and the settle reads many.
+    const outcome: DeliverySettlement = {
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      organizationId: delivery.organizationId,
+      attemptId: deps.newId(),
+      attemptsBefore: delivery.attempts,
+      leasedUntil: delivery.leasedUntil,
+      eventId,
+      eventType: delivery.eventType,
+      attemptedAt: at,
+      durationMs: sent.durationMs,
+      statusCode: sent.statusCode,
+      errorClass: sent.errorClass,
+      errorCode: sent.errorCode,
+      result: RESULT_OF_STEP[next.step],
+      retryAt: next.step === "retry" ? next.at : undefined,
+    };
     outcomes.push(outcome);
+    if (next.step === "delivered") {
+      deps.metrics?.webhookDelivered(
+        Math.max(0, (deps.now().getTime() - Date.parse(delivery.eventAt)) / 1000),
+      );
+      // Nothing waits on a success's settlement but the message's later events, which the claim
+      // holds back while this row is there, untried (`attempts = 0`): its slots are free.
+      if (wasHanded) quiet.add(outcome);
+      return false;
+    }
     holding.add(outcome);
     return true;
   }
@@ -486,55 +473,29 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     );
   }
 
-  /** Takes the events of a committed append (see {@link WebhookHandoff}); their reads go one at a time. */
-  function handOff(events: readonly HandedEvent[]): void {
-    // Over the bound, or stopped for good: left to their leases, then claimed. (While it stops,
-    // the dispatcher still reads what the jobs finishing their work hand it, and gives it back.)
-    if (closed || events.length === 0 || handed.length + events.length > MAX_HANDED_WAITING) return;
-    handed.push(...events);
-    confirming ??= confirmHanded().finally(() => {
-      confirming = undefined;
-    });
-  }
-
   /**
-   * Reads the deliveries of the waiting handed events, a batch at a time, and starts each that
-   * has a free slot, in all and at its endpoint; gives back the others (due at once, for any
-   * claim). A read that fails leaves its batch to the leases.
+   * Starts each delivery of a committed append (see {@link WebhookHandoff}) that has a free slot,
+   * in all and at its endpoint, and gives back the others (due at once, for any claim). While it
+   * stops, it gives back all; once stopped for good, they are left to their leases.
    */
-  async function confirmHanded(): Promise<void> {
-    while (handed.length > 0) {
-      const batch = handed.splice(0, MAX_HANDED_BATCH);
-      let deliveries: ClaimedDelivery[];
-      try {
-        deliveries = await confirmHandedDeliveries(deps.sql, batch, {
-          bornLeaseMs: handoffLeaseMs,
-          minLeaseLeftMs: timeoutMs + HANDOFF_LEASE_MARGIN_MS,
-        });
-        handoffFailures = 0;
-      } catch (error) {
-        handoffFailures++;
-        if (!deps.database?.reportFailure(error) && (handoffFailures === 1 || handoffFailures % 20 === 0)) {
-          deps.logger.warn(
-            { err: error, failures: handoffFailures },
-            "reading handed webhook deliveries failed; they go when their leases run out",
-          );
-        }
-        continue;
-      }
-      const givenBack: number[] = [];
-      for (const delivery of deliveries) {
-        if (!stopped && hasSlot(delivery.endpointId)) start(delivery, true);
-        else givenBack.push(delivery.id);
-      }
-      if (givenBack.length > 0) {
-        // Where this fails, their leases run out instead.
-        await giveBackDeliveries(deps.sql, givenBack, handoffLeaseMs).catch((error: unknown) => {
-          deps.database?.reportFailure(error);
-        });
-        wake?.();
-      }
+  function handOff(deliveries: readonly ClaimedDelivery[]): void {
+    if (closed) return;
+    const givenBack: number[] = [];
+    for (const delivery of deliveries) {
+      if (!stopped && hasSlot(delivery.endpointId)) start(delivery, true);
+      else givenBack.push(delivery.id);
     }
+    if (givenBack.length === 0) return;
+    const giving: Promise<void> = giveBackDeliveries(deps.sql, givenBack, handoffLeaseMs)
+      // Where this fails, their leases run out instead.
+      .catch((error: unknown) => {
+        deps.database?.reportFailure(error);
+      })
+      .then(() => {
+        givingBack.delete(giving);
+        wake?.();
+      });
+    givingBack.add(giving);
   }
 
   const loop = (async () => {
@@ -627,7 +588,6 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       stopped = true;
       wake?.();
       await loop;
-      await confirming;
       if (attempts.size > 0) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
@@ -643,7 +603,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       await settling;
       if (outcomes.length > 0) await settleAll();
-      await confirming;
+      await Promise.all([...givingBack]);
       closed = true;
     },
   };

@@ -11,10 +11,11 @@
  * same events (read in one statement), each signed with the standard's library and POSTed through
  * the outbound guard at the same concurrency, and its attempt row written (40 to an insert), with
  * no delivery rows: what no claim, lease or settle can go below (issue 16's bound, bench notes).
- * `--handoff` writes the success events as the delivery worker's appends do (their deliveries born
- * leased to this process, docs/decisions/0036, "The handoff") and, in the timed window, hands them
- * to the dispatcher 25 at a time (about a worker's append batch), a batch every 5 ms at most and
- * only while it has slots for them: no claim, the rows read by key (its wall time is the pace's).
+ * `--handoff` leases the success events' deliveries to this process as the delivery worker's appends
+ * write them (born leased, docs/decisions/0036, "The handoff"), with what those appends return of
+ * them, and, in the timed window, hands them to the dispatcher 25 at a time (about a worker's
+ * append batch), a batch every 5 ms at most and only while it has slots for them: no claim, no
+ * read (its wall time is the pace's).
  * Usage: `npx tsx bench/micro/webhook-dispatch.ts [messages=20000] [rounds=3] [--floor | --handoff]`
  */
 import { randomUUID } from "node:crypto";
@@ -32,7 +33,13 @@ import {
   outboundPost,
 } from "../../src/runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
-import type { HandedEvent } from "../../src/store/webhook-deliveries.js";
+import {
+  type ClaimedDelivery,
+  type HandedEvent,
+  type HandedRow,
+  handedDelivery,
+  selectHandedDeliveries,
+} from "../../src/store/webhook-deliveries.js";
 import { startWebhookDispatcher } from "../../workers/webhook-dispatcher.js";
 import { postgresBackendsCpuMs } from "../lib/system.js";
 import { startWebhookReceiver } from "../lib/webhook-receiver.js";
@@ -266,18 +273,18 @@ async function floorDrain(
 
 /**
  * `count` SMS messages (records and their `accepted` and `success` events, as the worker writes
- * them, in statements of 500 events): the fan-out trigger writes one delivery per success, born
- * leased for `handoffLeaseMs` when given. Returns the receiver's keys of the success events, and those events as
- * the worker would hand them to its dispatcher.
+ * them, in statements of 500 events): the fan-out trigger writes one delivery per success, leased
+ * as an append that hands off writes it for `handoffLeaseMs` when given. Returns the receiver's
+ * keys of the success events, and those deliveries as the worker would hand them to its dispatcher.
  */
 async function writeMessages(
   sql: postgres.Sql,
   organizations: string[],
   count: number,
   handoffLeaseMs: number | undefined,
-): Promise<{ keys: string[]; handed: HandedEvent[] }> {
+): Promise<{ keys: string[]; handed: ClaimedDelivery[] }> {
   const keys: string[] = [];
-  const handed: HandedEvent[] = [];
+  const handed: ClaimedDelivery[] = [];
   for (let start = 0; start < count; start += 500) {
     const batch = Array.from({ length: Math.min(500, count - start) }, (_, i) => ({
       id: uuidv7(),
@@ -307,9 +314,6 @@ async function writeMessages(
       [2, "success", { provider: "simulator", providerMessageId: "SM0" }],
     ] as const) {
       await sql.begin(async (tx) => {
-        // As the worker's appends ask for it (src/store/events.ts).
-        if (handoffLeaseMs !== undefined)
-          await tx`select set_config('notify.webhook_handoff_lease_ms', ${String(handoffLeaseMs)}, true)`;
         await tx`insert into message_events ${tx(
           batch.map(({ id, organizationId }) => ({
             message_id: id,
@@ -323,12 +327,23 @@ async function writeMessages(
         )}`;
       });
     }
-    for (const { id, organizationId } of batch) {
-      keys.push(`${id}:2`);
-      handed.push({
+    for (const { id } of batch) keys.push(`${id}:2`);
+    if (handoffLeaseMs === undefined) continue;
+    // Born leased, and returned with their endpoints, as `writeAppendsHandingOff` writes them.
+    const rows = await sql.unsafe<HandedRow[]>(
+      `with handed as (
+        update webhook_deliveries d set leased_until = d.next_attempt_at + $2::integer * interval '1 millisecond'
+        where d.message_id = any($1::uuid[]) and d.seq = 2
+        returning d.id, d.endpoint_id, d.message_id, d.seq, d.event_type, d.leased_until)
+      ${selectHandedDeliveries("handed")}`,
+      [batch.map(({ id }) => id), handoffLeaseMs],
+    );
+    const organizationOf = new Map(batch.map(({ id, organizationId }) => [id, organizationId]));
+    for (const row of rows) {
+      const event: HandedEvent = {
         message: {
-          messageId: id,
-          organizationId,
+          messageId: row.message_id,
+          organizationId: organizationOf.get(row.message_id) as string,
           channel: "sms",
           priority: "medium",
           notificationType: null,
@@ -340,7 +355,8 @@ async function writeMessages(
           data: { attempt: 1, provider: "simulator", providerMessageId: "SM0" },
           seq: 2,
         },
-      });
+      };
+      handed.push(handedDelivery(row, event));
     }
   }
   return { keys, handed };

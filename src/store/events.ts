@@ -18,6 +18,7 @@ import {
   SUPPRESSION_INPUT,
   suppressionRows,
 } from "./suppressions.js";
+import { type HandedRow, insertHandedDeliveriesFrom, selectHandedDeliveries } from "./webhook-deliveries.js";
 
 /**
  * The event store: how an event is stored (the append, with its sequence number) and read back
@@ -193,18 +194,21 @@ const APPEND_SUPPRESSING = `with appended as (${insertEventsFrom(`json_to_record
   ${REPLACE_OLDER_RECORD}`;
 
 /**
- * {@link APPEND} that sets `notify.webhook_handoff_lease_ms` to `$3` for its transaction: the
- * webhook fan-out then writes the deliveries it can hand off already leased to this process for
- * that long (db/migrations/0024_webhook-handoff.sql, docs/decisions/0036, "The handoff"). Set in
- * the statement itself, for its transaction: outside an explicit one (as the delivery worker runs
- * it), no other statement of the connection, and no other writer, has it.
+ * {@link APPEND} that hands off (docs/decisions/0036, "The handoff"): it writes the webhook
+ * deliveries of the endpoints of final events only itself, born leased to the caller for `$3` ms,
+ * and returns them with their endpoints' columns ({@link insertHandedDeliveriesFrom}); the fan-out
+ * trigger writes the others. `notify.webhook_handoff_lease_ms`, set for the statement's
+ * transaction (outside an explicit one, as the delivery worker runs it, no other statement of the
+ * connection has it), tells the trigger to leave the deliveries already written alone
+ * (db/migrations/0025_webhook-handoff-returned.sql).
  */
 const APPEND_HANDING_OFF = `with appended as (${insertEventsFrom(
   `json_to_recordset($1::json) as e(${EVENT_INPUT})
     cross join (select set_config('notify.webhook_handoff_lease_ms', $3::text, true)) handoff`,
-)})
-  ${insertRecordsFrom(recordsInput("$2"))}
-  ${REPLACE_OLDER_RECORD}`;
+)} returning organization_id, message_id, seq, type, data, occurred_at),
+  handed as (${insertHandedDeliveriesFrom("appended", "$3")}),
+  recorded as (${insertRecordsFrom(recordsInput("$2"))} ${REPLACE_OLDER_RECORD})
+  ${selectHandedDeliveries("handed")}`;
 
 /** One message's append: the events after `state`, and the record they fold to. */
 interface Append {
@@ -238,16 +242,50 @@ export async function appendEvents(
 /**
  * {@link appendEvents} for many messages in one statement (the worker groups the appends of its
  * concurrent jobs). Any conflict fails the whole statement: with one message that is its
- * {@link ConcurrencyError}; callers with several retry them one by one to find out which. With
- * `handoffLeaseMs`, the webhook deliveries it writes that can be handed off are leased to the
- * caller for that long ({@link APPEND_HANDING_OFF}).
+ * {@link ConcurrencyError}; callers with several retry them one by one to find out which.
  */
 export async function writeAppends(
   sql: SqlClient,
   appends: readonly Append[],
   suppress: readonly NewSuppression[] = [],
-  options: { handoffLeaseMs?: number } = {},
 ): Promise<MessageState[]> {
+  const { rows, records, states } = appendInput(appends);
+  await failingAsConcurrency(
+    states,
+    suppress.length === 0
+      ? runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)])
+      : runStatement(sql, APPEND_SUPPRESSING, [
+          JSON.stringify(rows),
+          JSON.stringify(records),
+          JSON.stringify(suppressionRows(suppress)),
+        ]),
+  );
+  return states;
+}
+
+/**
+ * {@link writeAppends} that hands off ({@link APPEND_HANDING_OFF}): it also returns the webhook
+ * deliveries it wrote leased to the caller for `leaseMs`, to POST once it has returned (committed).
+ */
+export async function writeAppendsHandingOff(
+  sql: SqlClient,
+  appends: readonly Append[],
+  leaseMs: number,
+): Promise<{ states: MessageState[]; handed: HandedRow[] }> {
+  const { rows, records, states } = appendInput(appends);
+  const handed = await failingAsConcurrency(
+    states,
+    runStatement<HandedRow[]>(sql, APPEND_HANDING_OFF, [
+      JSON.stringify(rows),
+      JSON.stringify(records),
+      String(Math.round(leaseMs)),
+    ]),
+  );
+  return { states, handed };
+}
+
+/** The appends' event rows, their records, and the states they fold to. */
+function appendInput(appends: readonly Append[]) {
   const rows: EventInsert[] = [];
   const records: RecordColumns[] = [];
   const states = appends.map(({ state, events }) => {
@@ -258,27 +296,19 @@ export async function writeAppends(
     records.push(recordColumns(toMessageRow(next), state.version === 0));
     return next;
   });
+  return { rows, records, states };
+}
+
+/** `written`, its unique violation a {@link ConcurrencyError} when it appends to one message. */
+async function failingAsConcurrency<T>(
+  states: ReadonlyArray<{ message: { id: string } }>,
+  written: Promise<T>,
+): Promise<T> {
   try {
-    if (suppress.length > 0 && options.handoffLeaseMs !== undefined)
-      throw new Error("a handoff's append suppresses nothing");
-    if (options.handoffLeaseMs !== undefined)
-      await runStatement(sql, APPEND_HANDING_OFF, [
-        JSON.stringify(rows),
-        JSON.stringify(records),
-        String(Math.round(options.handoffLeaseMs)),
-      ]);
-    else if (suppress.length === 0)
-      await runStatement(sql, APPEND, [JSON.stringify(rows), JSON.stringify(records)]);
-    else
-      await runStatement(sql, APPEND_SUPPRESSING, [
-        JSON.stringify(rows),
-        JSON.stringify(records),
-        JSON.stringify(suppressionRows(suppress)),
-      ]);
+    return await written;
   } catch (error) {
     const [only] = states;
     if (only && states.length === 1 && isUniqueViolation(error)) throw new ConcurrencyError(only.message.id);
     throw error;
   }
-  return states;
 }

@@ -337,7 +337,7 @@ function toClaimedDelivery(lease: LeaseRow, row: DetailsRow): ClaimedDelivery {
   };
 }
 
-/** An endpoint's columns as a claim's details or a handoff's read select them. */
+/** An endpoint's columns as a claim's details or an append that hands off select them. */
 type EndpointColumns = Pick<
   DetailsRow,
   "url" | "secret_sealed" | "previous_secret_sealed" | "previous_secret_expires_at" | "endpoint_updated_at"
@@ -364,86 +364,78 @@ export interface HandedEvent {
   event: MessageEvent & { seq: number };
 }
 
-/**
- * The deliveries of handed events (`$1` their organizations, `$2` their messages, `$3` their seq)
- * that the fan-out wrote leased to the appending process, which it does for endpoints of final
- * events only (`$5`): untried, their lease the one they were born with (`$6` ms after their
- * `next_attempt_at`, which a claim never leaves: it leases only rows due before it began, which
- * is after their writer's), with more than `$4` ms of it left (an attempt's time-out and a
- * margin: the POST ends before another process may take the row). Each
- * is found by its unique key, the endpoints of its organization giving the first column; with
- * what the POST needs of the endpoint. Prepared: planning it at each call cost the database about
- * 30 µs a delivery at 25 a read (bench/micro/webhook-dispatch.ts --handoff). The lateral subquery
- * with its `limit` cannot be turned into a join that reads the queue to hash it: its plan stays a
- * probe of the unique index per key and endpoint, whatever the queue's size was when the plan was
- * made (test/integration/store/webhook-claim-plans.test.ts; a plain join kept the probes there too,
- * but only as the planner's choice).
- */
-const CONFIRM_HANDED = `
-select k.ord::integer as ord, d.id, w.id as endpoint_id, d.event_type, d.leased_until::text as leased_until,
-  w.url, w.secret_sealed, w.previous_secret_sealed, ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at,
-  w.updated_at::text as endpoint_updated_at
-from unnest($1::uuid[], $2::uuid[], $3::integer[]) with ordinality as k(organization_id, message_id, seq, ord)
-join webhook_endpoints w on w.organization_id = k.organization_id and w.enabled
-  and w.event_types <@ $5::text[]
-cross join lateral (
-  select d.id, d.event_type, d.leased_until from webhook_deliveries d
-  where d.endpoint_id = w.id and d.message_id = k.message_id and d.seq = k.seq
-    and d.attempts = 0 and d.leased_until = d.next_attempt_at + $6::integer * interval '1 millisecond'
-    and d.leased_until > now() + $4::integer * interval '1 millisecond'
-  limit 1) d
-order by k.ord, w.id`;
+/** The final events' types, as an SQL array (an endpoint of these only may have its deliveries handed off). */
+const FINAL_TYPES = `array[${FINAL_WEBHOOK_EVENT_TYPES.map((type) => `'${type}'`).join(", ")}]::text[]`;
 
-interface HandedRow extends EndpointColumns {
-  ord: number;
+/**
+ * The part of an append that hands off (`APPEND_HANDING_OFF`, src/store/events.ts) that writes the
+ * deliveries it hands to its own process: those of the endpoints of final events only
+ * (docs/decisions/0036, "The handoff"), born leased for `leaseMs` (a parameter, in ms) after their
+ * `next_attempt_at` (both `now()`: a claim never leaves that pair, since it leases only rows due
+ * before it began, which is after their writer's). `appended` is the relation of the events the
+ * statement inserts (`organization_id, message_id, seq, type, data, occurred_at`). The fan-out
+ * trigger writes every other delivery of those events and leaves these alone
+ * (db/migrations/0025_webhook-handoff-returned.sql). Returns what {@link selectHandedDeliveries} reads.
+ */
+export function insertHandedDeliveriesFrom(appended: string, leaseMs: string): string {
+  return `insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at,
+    leased_until)
+  select w.id, a.organization_id, a.message_id, a.seq, t.event_type, a.occurred_at,
+    now() + ${leaseMs}::integer * interval '1 millisecond'
+  from ${appended} a
+  cross join lateral (select webhook_event_type(a.type, a.data) as event_type) t
+  join webhook_endpoints w on w.organization_id = a.organization_id and w.enabled
+    and w.event_types <@ ${FINAL_TYPES} and t.event_type = any (w.event_types)
+  where t.event_type is not null
+  returning id, endpoint_id, message_id, seq, event_type, leased_until`;
+}
+
+/**
+ * The deliveries `handed` ({@link insertHandedDeliveriesFrom}) wrote, with what the POST needs of
+ * their endpoints: each endpoint found by its primary key (a lateral subquery keeps it a probe per
+ * row, never a read of the whole table to hash it, whatever plan the prepared statement keeps).
+ */
+export function selectHandedDeliveries(handed: string): string {
+  return `select h.id, h.endpoint_id, h.message_id, h.seq, h.event_type, h.leased_until::text as leased_until,
+    w.url, w.secret_sealed, w.previous_secret_sealed, w.previous_secret_expires_at, w.endpoint_updated_at
+  from ${handed} h
+  cross join lateral (
+    select w.url, w.secret_sealed, w.previous_secret_sealed,
+      ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at, w.updated_at::text as endpoint_updated_at
+    from webhook_endpoints w where w.id = h.endpoint_id limit 1) w`;
+}
+
+/** A row of {@link selectHandedDeliveries}. */
+export interface HandedRow extends EndpointColumns {
   id: string | number;
   endpoint_id: string;
+  message_id: string;
+  seq: number;
   event_type: string;
   leased_until: string;
 }
 
-/**
- * The deliveries the fan-out leased to this process for `handed` (one per endpoint subscribed to
- * an event, where the order of its message's events let it be born leased), ready to POST, in the
- * events' order. An event with none (no endpoint of final events only takes it) gives nothing.
- * `bornLeaseMs`: the lease the appends asked for; `minLeaseLeftMs`: a delivery whose lease ends
- * sooner is left to run out and be claimed.
- */
-export async function confirmHandedDeliveries(
-  sql: SqlClient,
-  handed: readonly HandedEvent[],
-  lease: { bornLeaseMs: number; minLeaseLeftMs: number },
-): Promise<ClaimedDelivery[]> {
-  if (handed.length === 0) return [];
-  const rows = await runStatement<HandedRow[]>(sql, CONFIRM_HANDED, [
-    handed.map((h) => h.message.organizationId),
-    handed.map((h) => h.message.messageId),
-    handed.map((h) => h.event.seq),
-    Math.round(lease.minLeaseLeftMs),
-    FINAL_WEBHOOK_EVENT_TYPES,
-    Math.round(lease.bornLeaseMs),
-  ]);
-  return rows.map((row) => {
-    const { message, event } = handed[row.ord - 1] as HandedEvent;
-    return {
-      id: Number(row.id),
-      endpointId: row.endpoint_id,
-      organizationId: message.organizationId,
-      messageId: message.messageId,
-      seq: event.seq,
-      eventType: row.event_type,
-      attempts: 0,
-      leasedUntil: row.leased_until,
-      eventAt: event.occurredAt,
-      event,
-      message: {
-        channel: message.channel,
-        priority: message.priority,
-        notificationType: message.notificationType,
-      },
-      endpoint: toClaimedEndpoint(row.endpoint_id, message.organizationId, row),
-    };
-  });
+/** A delivery an append handed off, ready to POST: its row, and its event and message from memory. */
+export function handedDelivery(row: HandedRow, handed: HandedEvent): ClaimedDelivery {
+  const { message, event } = handed;
+  return {
+    id: Number(row.id),
+    endpointId: row.endpoint_id,
+    organizationId: message.organizationId,
+    messageId: message.messageId,
+    seq: event.seq,
+    eventType: row.event_type,
+    attempts: 0,
+    leasedUntil: row.leased_until,
+    eventAt: event.occurredAt,
+    event,
+    message: {
+      channel: message.channel,
+      priority: message.priority,
+      notificationType: message.notificationType,
+    },
+    endpoint: toClaimedEndpoint(row.endpoint_id, message.organizationId, row),
+  };
 }
 
 /**

@@ -1,12 +1,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type postgres from "postgres";
+import { v7 as uuidv7 } from "uuid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase } from "../../../db/client.js";
-import {
-  claimDueDeliveries,
-  confirmHandedDeliveries,
-  type HandedEvent,
-} from "../../../src/store/webhook-deliveries.js";
+import type { MessageEvent } from "../../../src/domain/events.js";
+import { initialState } from "../../../src/domain/state.js";
+import { appendEvents, writeAppendsHandingOff } from "../../../src/store/events.js";
+import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { scansDuring } from "../../support/table-scans.js";
 
@@ -31,24 +31,49 @@ let sql: postgres.Sql;
 const claim = (tx: postgres.Sql, limit = 100, after: string | null = null) =>
   claimDueDeliveries(tx, { limit, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000, after });
 
-/** The handoff's read (prepared) of `messageIds`' success events, seq 2. */
-const confirm = (tx: postgres.Sql, messageIds: readonly string[]) =>
-  confirmHandedDeliveries(
-    tx,
-    messageIds.map(
-      (messageId): HandedEvent => ({
-        message: { messageId, organizationId, channel: "sms", priority: "medium", notificationType: null },
-        event: {
-          type: "success",
-          retryCount: 0,
-          occurredAt: new Date().toISOString(),
-          data: { attempt: 1, provider: "simulator", providerMessageId: "SM0" },
-          seq: 2,
-        },
-      }),
-    ),
-    { bornLeaseMs: 60_000, minLeaseLeftMs: 10_000 },
-  );
+/** A message of the organization accepted (an append that does not hand off). */
+async function accepted() {
+  const id = uuidv7();
+  const now = new Date().toISOString();
+  return appendEvents(sql, initialState, [
+    {
+      type: "accepted",
+      retryCount: 0,
+      occurredAt: now,
+      data: {
+        id,
+        organizationId,
+        productId: "p",
+        channel: "sms",
+        priority: "medium",
+        notificationType: null,
+        retryEnabled: true,
+        recipient: "+14155550100",
+        sender: "ACME",
+        expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+        body: "hello",
+      },
+    },
+  ]);
+}
+
+/**
+ * A message's attempt and success appended by an append that hands off (prepared, as the
+ * worker's): the deliveries it wrote itself and returned.
+ */
+async function handOff(tx: postgres.Sql, state: Awaited<ReturnType<typeof accepted>>) {
+  const now = new Date().toISOString();
+  const events: MessageEvent[] = [
+    { type: "pending", retryCount: 0, occurredAt: now, data: { kind: "attempt_started", attempt: 1 } },
+    {
+      type: "success",
+      retryCount: 0,
+      occurredAt: now,
+      data: { attempt: 1, provider: "simulator", providerMessageId: "SM0" },
+    },
+  ];
+  return (await writeAppendsHandingOff(tx, [{ state, events }], 60_000)).handed;
+}
 
 beforeAll(async () => {
   const own = await createOwnDatabase("webhook_claim_plans");
@@ -56,17 +81,18 @@ beforeAll(async () => {
   sql = createDatabase({ url: own.url, poolSize: 1 }).sql;
   await sql`insert into organizations (id, product_id, name, active) values (${organizationId}, 'p', 'Claim', true)`;
   for (const id of endpoints) {
-    // Of final events only: the handoff's read (below) looks at such endpoints alone.
+    // Of final events only: an append that hands off (below) writes their deliveries itself.
     await sql`insert into webhook_endpoints (id, organization_id, url, enabled, secret_sealed, event_types, created_at, updated_at)
       values (${id}, ${organizationId}, 'https://example.com/hook', true, ${randomBytes(40)},
         '{message.succeeded,message.failed}', now(), now())`;
   }
   await sql`alter table webhook_deliveries set (autovacuum_enabled = off)`;
   await sql`vacuum analyze webhook_deliveries`;
-  // A quiet spell: the dispatcher's claims find nothing, nor do its handoffs' reads.
+  // A quiet spell: the dispatcher's claims find nothing; appends that hand off come and go.
   for (let i = 0; i < 12; i++) {
     expect((await claim(sql)).deliveries).toEqual([]);
-    expect(await confirm(sql, [randomUUID(), randomUUID()])).toEqual([]);
+    expect(await handOff(sql, await accepted())).toHaveLength(endpoints.length);
+    await sql`delete from webhook_deliveries`;
   }
 });
 
@@ -143,27 +169,22 @@ describe("the lease of the rows a claim takes", () => {
   });
 });
 
-describe("the handoff's read on a delivery table that filled since it was first run", () => {
-  it("probes the unique index for each key and endpoint, not reading the table", async () => {
+describe("an append that hands off, on a delivery table that filled since it was first run", () => {
+  it("returns the deliveries it wrote itself, and the fan-out finds them by the unique key, not reading the table", async () => {
     await sql`delete from webhook_deliveries`;
-    // A burst of 20,000 rows, 25 of them born leased to this process (decision 0036, "The handoff").
-    const handed = Array.from({ length: 25 }, () => randomUUID());
+    // A burst of 20,000 rows (decision 0036, "The handoff").
     await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at)
-      select e, ${organizationId}, gen_random_uuid(), 2, 'message.succeeded', now()
+      select e, ${organizationId}, gen_random_uuid(), 3, 'message.succeeded', now()
       from unnest(${endpoints}::uuid[]) e cross join generate_series(1, 400)`;
-    await sql`insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at,
-        next_attempt_at, leased_until)
-      select ${endpoints[0] as string}, ${organizationId}, m, 2, 'message.succeeded', now(),
-        now(), now() + interval '1 minute'
-      from unnest(${handed}::uuid[]) m`;
-    let read: Awaited<ReturnType<typeof confirm>> = [];
-    const scans = await scansDuring(sql, "webhook_deliveries", async (tx) => {
-      read = await confirm(tx, handed);
+    let handed: Awaited<ReturnType<typeof handOff>> = [];
+    const one = await accepted();
+    const deliveries = await scansDuring(sql, "webhook_deliveries", async (tx) => {
+      handed = await handOff(tx, one);
     });
-    expect(read.map((d) => d.messageId)).toEqual(handed);
-    expect(scans.seq_scan).toBe(0);
-    // One probe per key and endpoint of the organization (25 × 50), each reading at most its row.
-    expect(scans.idx_scan).toBe(25 * endpoints.length);
-    expect(scans.idx_tup_read).toBeLessThanOrEqual(25);
+    expect(handed.map((row) => row.endpoint_id).sort()).toEqual([...endpoints].sort());
+    expect(handed.every((row) => row.url === "https://example.com/hook")).toBe(true);
+    // The fan-out's conflict check: one probe of the unique index per endpoint, each finding its row.
+    expect(deliveries.seq_scan).toBe(0);
+    expect(deliveries.idx_tup_read).toBeLessThanOrEqual(2 * endpoints.length);
   });
 });

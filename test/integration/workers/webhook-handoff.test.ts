@@ -7,12 +7,8 @@ import type { MessageEvent } from "../../../src/domain/events.js";
 import { initialState } from "../../../src/domain/state.js";
 import { createOutboundAgent, outboundPost } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
-import { appendEvents, writeAppends } from "../../../src/store/events.js";
-import {
-  claimDueDeliveries,
-  confirmHandedDeliveries,
-  giveBackDeliveries,
-} from "../../../src/store/webhook-deliveries.js";
+import { appendEvents, writeAppends, writeAppendsHandingOff } from "../../../src/store/events.js";
+import { claimDueDeliveries, giveBackDeliveries } from "../../../src/store/webhook-deliveries.js";
 import {
   startWebhookDispatcher,
   type WebhookDispatcher,
@@ -30,12 +26,13 @@ import {
 import { createOwnDatabase } from "../../support/own-database.js";
 
 /**
- * The webhook handoff (docs/decisions/0036, "The handoff"): the delivery worker's appends have the
- * fan-out write the deliveries nothing holds back already leased to the worker
- * (db/migrations/0024_webhook-handoff.sql), and hand their events to its dispatcher, which POSTs
- * them without a claim. First the rows the fan-out writes and how a dispatcher reads and gives them
- * back; then the worker and the dispatcher together, every delivery verified with the Standard
- * Webhooks library. A database of this file's own: its dispatchers claim every endpoint's rows.
+ * The webhook handoff (docs/decisions/0036, "The handoff"): the delivery worker's appends write
+ * the deliveries nothing holds back already leased to the worker and return them (the fan-out
+ * trigger writes the others, db/migrations/0025_webhook-handoff-returned.sql), and the worker hands
+ * them to its dispatcher, which POSTs them without a claim. First the rows an append writes and
+ * returns and how a dispatcher gives them back; then the worker and the dispatcher together, every
+ * delivery verified with the Standard Webhooks library. A database of this file's own: its
+ * dispatchers claim every endpoint's rows.
  */
 
 let own: Awaited<ReturnType<typeof createOwnDatabase>>;
@@ -174,7 +171,7 @@ const succeeded = (id: string): MessageEvent => ({
 });
 
 describe("the fan-out of an append that hands off", () => {
-  it("given endpoints of final events, of every event and of final events and receipts, then only the first's deliveries are born leased, and only in an append that hands off", async () => {
+  it("given endpoints of final events, of every event and of final events and receipts, then only the first's deliveries are born leased and returned, once each, and only in an append that hands off", async () => {
     const organization = await onboard(h);
     const finals = await createEndpoint(organization.apiKey, "/rows/finals", [
       "message.succeeded",
@@ -187,13 +184,24 @@ describe("the fan-out of an append that hands off", () => {
       "message.succeeded",
       "message.delivered",
     ]);
-    const handingOff = { handoffLeaseMs: LEASE_MS };
-
     const one = await accepted(organization);
-    await writeAppends(h.sql, [{ state: one.state, events: [started, succeeded(one.id)] }], [], handingOff);
+    const handed = await writeAppendsHandingOff(
+      h.sql,
+      [{ state: one.state, events: [started, succeeded(one.id)] }],
+      LEASE_MS,
+    );
+    expect(handed.states.map((s) => s.version)).toEqual([3]);
+    expect(handed.handed.map((r) => [r.endpoint_id, r.message_id, r.seq, r.event_type, r.url])).toEqual([
+      [finals.id, one.id, 3, "message.succeeded", `${base}/rows/finals`],
+    ]);
     // Two: a retry scheduled, in an append that hands off: no final event, nothing born.
     const two = await accepted(organization);
-    await writeAppends(h.sql, [{ state: two.state, events: [started, retryScheduled()] }], [], handingOff);
+    const none = await writeAppendsHandingOff(
+      h.sql,
+      [{ state: two.state, events: [started, retryScheduled()] }],
+      LEASE_MS,
+    );
+    expect(none.handed).toEqual([]);
     // Three: appended without a handoff, as every other writer does.
     const three = await accepted(organization);
     await writeAppends(h.sql, [{ state: three.state, events: [started, succeeded(three.id)] }]);
@@ -229,55 +237,33 @@ describe("the fan-out of an append that hands off", () => {
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 
-  it("given born and unleased rows, then the appender's read takes only its born leases with time left, and a give-back makes them claimable at once", async () => {
+  it("given a handed delivery, then a give-back makes it claimable at once, and one after a claim's lease changes nothing", async () => {
     const organization = await onboard(h);
     const finals = await createEndpoint(organization.apiKey, "/read/finals", ["message.succeeded"]);
     await createEndpoint(organization.apiKey, "/read/all");
     const one = await accepted(organization);
-    const events = [started, succeeded(one.id)];
-    await writeAppends(h.sql, [{ state: one.state, events }], [], { handoffLeaseMs: LEASE_MS });
-    const facts = {
-      messageId: one.id,
-      organizationId: organization.id,
-      channel: "sms" as const,
-      priority: "medium" as const,
-      notificationType: null,
-    };
-    const handed = [{ message: facts, event: { ...(events[1] as MessageEvent), seq: 3 } }];
-
-    // `all` takes every event: its success is written unleased, for the claim, and not read.
-    const read = await confirmHandedDeliveries(h.sql, handed, {
-      bornLeaseMs: LEASE_MS,
-      minLeaseLeftMs: 10_000,
-    });
-    expect(read.map((d) => [d.endpointId, d.seq, d.eventType, d.attempts])).toEqual([
-      [finals.id, 3, "message.succeeded", 0],
-    ]);
-    expect(read[0]?.endpoint.url).toBe(`${base}/read/finals`);
-    // Less lease left than asked for: not read (the POST could outlast it).
-    expect(
-      await confirmHandedDeliveries(h.sql, handed, {
-        bornLeaseMs: LEASE_MS,
-        minLeaseLeftMs: LEASE_MS + 1_000,
-      }),
-    ).toEqual([]);
+    const { handed } = await writeAppendsHandingOff(
+      h.sql,
+      [{ state: one.state, events: [started, succeeded(one.id)] }],
+      LEASE_MS,
+    );
+    // `all` takes every event: its success is written unleased, for the claim, and not returned.
+    expect(handed.map((r) => [r.endpoint_id, r.seq])).toEqual([[finals.id, 3]]);
+    const id = Number(handed[0]?.id);
+    const claim = () =>
+      claimDueDeliveries(h.sql, { limit: 10, perEndpoint: 4, inFlight: new Map(), leaseMs: 30_000 });
+    // Born leased: no claim takes it.
+    expect((await claim()).deliveries.map((d) => d.id)).not.toContain(id);
 
     // Given back: unleased and due, so the claim takes it now, not when the lease would have ended.
-    await giveBackDeliveries(h.sql, [read[0]?.id as number], LEASE_MS);
-    expect(
-      await confirmHandedDeliveries(h.sql, handed, { bornLeaseMs: LEASE_MS, minLeaseLeftMs: 10_000 }),
-    ).toEqual([]);
-    const claim = await claimDueDeliveries(h.sql, {
-      limit: 10,
-      perEndpoint: 4,
-      inFlight: new Map(),
-      leaseMs: 30_000,
-    });
-    expect(claim.deliveries.map((d) => [d.endpointId, d.seq])).toContainEqual([finals.id, 3]);
-    // Leased by that claim now: the appender's read does not take it (a claim's lease is never born).
-    expect(
-      await confirmHandedDeliveries(h.sql, handed, { bornLeaseMs: LEASE_MS, minLeaseLeftMs: 10_000 }),
-    ).toEqual([]);
+    await giveBackDeliveries(h.sql, [id], LEASE_MS);
+    const claimed = (await claim()).deliveries.find((d) => d.id === id);
+    expect([claimed?.endpointId, claimed?.seq]).toEqual([finals.id, 3]);
+    // Leased by that claim now: a late give-back of the born lease leaves the claim's alone.
+    await giveBackDeliveries(h.sql, [id], LEASE_MS);
+    const [row] = await h.sql<Array<{ leased_until: string | null }>>`
+      select leased_until::text from webhook_deliveries where id = ${id}`;
+    expect(row?.leased_until).toBe(claimed?.leasedUntil);
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 });
@@ -290,9 +276,11 @@ describe("the handoff's setting", () => {
     const two = await accepted(organization);
     const connection = await h.sql.reserve();
     try {
-      await writeAppends(connection, [{ state: one.state, events: [started, succeeded(one.id)] }], [], {
-        handoffLeaseMs: LEASE_MS,
-      });
+      await writeAppendsHandingOff(
+        connection,
+        [{ state: one.state, events: [started, succeeded(one.id)] }],
+        LEASE_MS,
+      );
       await writeAppends(connection, [{ state: two.state, events: [started, succeeded(two.id)] }]);
     } finally {
       connection.release();
@@ -393,7 +381,7 @@ describe("the worker handing its events to its dispatcher", () => {
   it("given a claim that would not come for a minute, then the final events are POSTed at once all the same, signed, and settled", async () => {
     // One claim at the start, then none for a minute: only the handoff can deliver in time, and
     // without it the born leases would keep the rows from any claim for 21 s.
-    // At the shortest WEBHOOK_LEASE_MS (11 s): the born lease still leaves the read its window.
+    // At the shortest WEBHOOK_LEASE_MS (11 s): the born lease still leaves the start its window.
     start({ leaseMs: 11_000, idleMs: { min: 60_000, max: 60_000 } });
     const organization = await onboard(h);
     const endpoint = await createEndpoint(organization.apiKey, "/handed", [
