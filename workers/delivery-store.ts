@@ -16,7 +16,7 @@ import {
 } from "../src/store/events.js";
 import { microBatch } from "../src/store/micro-batch.js";
 import { runStatement } from "../src/store/statement.js";
-import { type ClaimedDelivery, type HandedRow, handedDelivery } from "../src/store/webhook-deliveries.js";
+import { type HandedDelivery, type HandedRow, handedDelivery } from "../src/store/webhook-deliveries.js";
 import type { WebhookHandoff } from "./webhook-dispatcher.js";
 
 /** How long a day's table found not ready is not asked about again (tests and the benchmark wait on it). */
@@ -107,7 +107,7 @@ function handedDeliveries(
   appends: ReadonlyArray<{ state: MessageState; events: readonly MessageEvent[] }>,
   states: readonly MessageState[],
   handed: readonly HandedRow[],
-): ClaimedDelivery[] {
+): HandedDelivery[] {
   const byMessage = new Map<string, number>();
   states.forEach((next, i) => {
     if (next.status !== "initial") byMessage.set(next.message.id, i);

@@ -19,6 +19,7 @@ import {
   claimDueDeliveries,
   type DeliverySettlement,
   giveBackDeliveries,
+  type HandedDelivery,
   releaseLeases,
   settleDeliveries,
 } from "../src/store/webhook-deliveries.js";
@@ -91,7 +92,7 @@ export interface WebhookHandoff {
    */
   readonly leaseMs: number;
   /** The deliveries of an append that has committed. */
-  handOff(deliveries: readonly ClaimedDelivery[]): void;
+  handOff(deliveries: readonly HandedDelivery[]): void;
 }
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -131,16 +132,20 @@ const POISON_FAILURES = 3;
 const DEFAULT_DRAIN_MS = 5_000;
 /** Opened secrets kept at most (a cache over every endpoint the process has POSTed to). */
 const SECRET_CACHE_LIMIT = 10_000;
+/** A handed delivery is POSTed only with its attempt's time-out and this much of its lease left. */
+const HANDOFF_LEASE_MARGIN_MS = 1_000;
 /**
- * A born lease outlasts the attempt's time-out by this much at least: the time a handed delivery
- * may take to be started after its append began (the append itself, the event loop under load).
+ * A born lease leaves a handed delivery this long at least, after the attempt's time-out and the
+ * margin, to be started (its append's own time, the event loop under load): with the shortest
+ * WEBHOOK_LEASE_MS (11 s, a second over the time-out) it would have none, and every handed
+ * delivery would be given back.
  */
-const HANDOFF_START_WINDOW_MS = 11_000;
+const HANDOFF_START_WINDOW_MS = 10_000;
 
 export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const timeoutMs = deps.attemptTimeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS;
-  const handoffLeaseMs = Math.max(leaseMs, timeoutMs + HANDOFF_START_WINDOW_MS);
+  const handoffLeaseMs = Math.max(leaseMs, timeoutMs + HANDOFF_LEASE_MARGIN_MS + HANDOFF_START_WINDOW_MS);
   const idle = deps.idleMs ?? DEFAULT_IDLE;
   const failingDisableMs = deps.failingDisableMs ?? WEBHOOK_FAILING_DISABLE_MS;
   if (leaseMs <= timeoutMs) throw new Error("the lease must outlast an attempt's time-out");
@@ -221,6 +226,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
     const { endpoint } = delivery;
     const eventId = webhookEventId(delivery.messageId, delivery.seq);
     const at = deps.now();
+    // Made before the POST: its UUIDv7 time is the attempt's (attempts are listed by id).
+    const attemptId = deps.newId();
     let sent: Pick<DeliverySettlement, "durationMs" | "statusCode" | "errorClass" | "errorCode">;
     let retryAfter: string | null = null;
     const body = messageWebhookBody(
@@ -271,7 +278,7 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       deliveryId: delivery.id,
       endpointId: endpoint.id,
       organizationId: delivery.organizationId,
-      attemptId: deps.newId(),
+      attemptId,
       attemptsBefore: delivery.attempts,
       leasedUntil: delivery.leasedUntil,
       eventId,
@@ -475,14 +482,18 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
 
   /**
    * Starts each delivery of a committed append (see {@link WebhookHandoff}) that has a free slot,
-   * in all and at its endpoint, and gives back the others (due at once, for any claim). While it
-   * stops, it gives back all; once stopped for good, they are left to their leases.
+   * in all and at its endpoint, and enough of its lease left for an attempt (an append that took
+   * most of it: its POST could outlast it, and another process claim it meanwhile); gives back the
+   * others (due at once, for any claim). While it stops, it gives back all; once stopped for good,
+   * they are left to their leases.
    */
-  function handOff(deliveries: readonly ClaimedDelivery[]): void {
+  function handOff(deliveries: readonly HandedDelivery[]): void {
     if (closed) return;
     const givenBack: number[] = [];
+    // A lease that ends before an attempt started now would.
+    const tooShort = performance.now() + timeoutMs + HANDOFF_LEASE_MARGIN_MS;
     for (const delivery of deliveries) {
-      if (!stopped && hasSlot(delivery.endpointId)) start(delivery, true);
+      if (!stopped && delivery.leaseEndsAt > tooShort && hasSlot(delivery.endpointId)) start(delivery, true);
       else givenBack.push(delivery.id);
     }
     if (givenBack.length === 0) return;
@@ -603,7 +614,8 @@ export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDisp
       }
       await settling;
       if (outcomes.length > 0) await settleAll();
-      await Promise.all([...givingBack]);
+      // Handoffs may come while it waits (jobs finishing): their give-backs are waited for too.
+      while (givingBack.size > 0) await Promise.all([...givingBack]);
       closed = true;
     },
   };

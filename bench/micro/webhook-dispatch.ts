@@ -8,7 +8,7 @@
  * receiver's, and the drain's wall time; `rounds` drains, each on fresh deliveries.
  *
  * `--floor` replaces the dispatcher by the least any design of one POST per event must do: the
- * same events (read in one statement), each signed with the standard's library and POSTed through
+ * same events (read in one statement), each signed as the dispatcher signs and POSTed through
  * the outbound guard at the same concurrency, and its attempt row written (40 to an insert), with
  * no delivery rows: what no claim, lease or settle can go below (issue 16's bound, bench notes).
  * `--handoff` leases the success events' deliveries to this process as the delivery worker's appends
@@ -34,7 +34,7 @@ import {
 } from "../../src/runtime/outbound/outbound-fetch.js";
 import { newWebhookSecret, type WebhookSecrets, webhookSecrets } from "../../src/runtime/webhook-secrets.js";
 import {
-  type ClaimedDelivery,
+  type HandedDelivery,
   type HandedEvent,
   type HandedRow,
   handedDelivery,
@@ -282,9 +282,9 @@ async function writeMessages(
   organizations: string[],
   count: number,
   handoffLeaseMs: number | undefined,
-): Promise<{ keys: string[]; handed: ClaimedDelivery[] }> {
+): Promise<{ keys: string[]; handed: HandedDelivery[] }> {
   const keys: string[] = [];
-  const handed: ClaimedDelivery[] = [];
+  const handed: HandedDelivery[] = [];
   for (let start = 0; start < count; start += 500) {
     const batch = Array.from({ length: Math.min(500, count - start) }, (_, i) => ({
       id: uuidv7(),

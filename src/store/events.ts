@@ -18,7 +18,7 @@ import {
   SUPPRESSION_INPUT,
   suppressionRows,
 } from "./suppressions.js";
-import { type HandedRow, insertHandedDeliveriesFrom, selectHandedDeliveries } from "./webhook-deliveries.js";
+import { type HandedRow, insertDeliveriesHandingOff, selectHandedDeliveries } from "./webhook-deliveries.js";
 
 /**
  * The event store: how an event is stored (the append, with its sequence number) and read back
@@ -194,21 +194,19 @@ const APPEND_SUPPRESSING = `with appended as (${insertEventsFrom(`json_to_record
   ${REPLACE_OLDER_RECORD}`;
 
 /**
- * {@link APPEND} that hands off (docs/decisions/0036, "The handoff"): it writes the webhook
- * deliveries of the endpoints of final events only itself, born leased to the caller for `$3` ms,
- * and returns them with their endpoints' columns ({@link insertHandedDeliveriesFrom}); the fan-out
- * trigger writes the others. `notify.webhook_handoff_lease_ms`, set for the statement's
- * transaction (outside an explicit one, as the delivery worker runs it, no other statement of the
- * connection has it), tells the trigger to leave the deliveries already written alone
- * (db/migrations/0025_webhook-handoff-returned.sql).
+ * {@link APPEND} that hands off (docs/decisions/0036, "The handoff"): it writes its events' webhook
+ * deliveries itself, those of the endpoints of final events only born leased to the caller for
+ * `$3` ms, and returns those with their endpoints' columns ({@link insertDeliveriesHandingOff},
+ * {@link selectHandedDeliveries}). `notify.webhook_fan_out_written`, set inside it, has the fan-out
+ * trigger write nothing for it (and clear the setting: db/migrations/0025_webhook-handoff-returned.sql).
  */
 const APPEND_HANDING_OFF = `with appended as (${insertEventsFrom(
   `json_to_recordset($1::json) as e(${EVENT_INPUT})
-    cross join (select set_config('notify.webhook_handoff_lease_ms', $3::text, true)) handoff`,
-)} returning organization_id, message_id, seq, type, data, occurred_at),
-  handed as (${insertHandedDeliveriesFrom("appended", "$3")}),
+    cross join (select set_config('notify.webhook_fan_out_written', 'on', true)) written`,
+)} returning organization_id, message_id, seq, type, data, occurred_at, position),
+  delivered as (${insertDeliveriesHandingOff("appended", "$3")}),
   recorded as (${insertRecordsFrom(recordsInput("$2"))} ${REPLACE_OLDER_RECORD})
-  ${selectHandedDeliveries("handed")}`;
+  ${selectHandedDeliveries("delivered")}`;
 
 /** One message's append: the events after `state`, and the record they fold to. */
 interface Append {

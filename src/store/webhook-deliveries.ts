@@ -368,41 +368,46 @@ export interface HandedEvent {
 const FINAL_TYPES = `array[${FINAL_WEBHOOK_EVENT_TYPES.map((type) => `'${type}'`).join(", ")}]::text[]`;
 
 /**
- * The part of an append that hands off (`APPEND_HANDING_OFF`, src/store/events.ts) that writes the
- * deliveries it hands to its own process: those of the endpoints of final events only
- * (docs/decisions/0036, "The handoff"), born leased for `leaseMs` (a parameter, in ms) after their
- * `next_attempt_at` (both `now()`: a claim never leaves that pair, since it leases only rows due
+ * The part of an append that hands off (`APPEND_HANDING_OFF`, src/store/events.ts) that writes its
+ * events' webhook deliveries, as the fan-out trigger would (db/migrations/0023, 0025: the same
+ * rows, in the same order), but those of the endpoints of final events only born leased to the
+ * appending process (docs/decisions/0036, "The handoff"): `leaseMs` (a parameter, in ms) after
+ * their `next_attempt_at`, both `now()` (a claim never leaves that pair: it leases only rows due
  * before it began, which is after their writer's). `appended` is the relation of the events the
- * statement inserts (`organization_id, message_id, seq, type, data, occurred_at`). The fan-out
- * trigger writes every other delivery of those events and leaves these alone
- * (db/migrations/0025_webhook-handoff-returned.sql). Returns what {@link selectHandedDeliveries} reads.
+ * statement inserts (`organization_id, message_id, seq, type, data, occurred_at, position`). The
+ * statement must set `notify.webhook_fan_out_written` (the trigger then writes nothing of its own).
+ * Returns what {@link selectHandedDeliveries} reads.
  */
-export function insertHandedDeliveriesFrom(appended: string, leaseMs: string): string {
+export function insertDeliveriesHandingOff(appended: string, leaseMs: string): string {
   return `insert into webhook_deliveries (endpoint_id, organization_id, message_id, seq, event_type, event_at,
     leased_until)
   select w.id, a.organization_id, a.message_id, a.seq, t.event_type, a.occurred_at,
-    now() + ${leaseMs}::integer * interval '1 millisecond'
+    case when w.event_types <@ ${FINAL_TYPES} then now() + ${leaseMs}::integer * interval '1 millisecond' end
   from ${appended} a
   cross join lateral (select webhook_event_type(a.type, a.data) as event_type) t
   join webhook_endpoints w on w.organization_id = a.organization_id and w.enabled
-    and w.event_types <@ ${FINAL_TYPES} and t.event_type = any (w.event_types)
+    and (w.event_types is null or t.event_type = any (w.event_types))
   where t.event_type is not null
+  order by a.position
   returning id, endpoint_id, message_id, seq, event_type, leased_until`;
 }
 
 /**
- * The deliveries `handed` ({@link insertHandedDeliveriesFrom}) wrote, with what the POST needs of
- * their endpoints: each endpoint found by its primary key (a lateral subquery keeps it a probe per
- * row, never a read of the whole table to hash it, whatever plan the prepared statement keeps).
+ * The deliveries `written` ({@link insertDeliveriesHandingOff}) born leased, with their lease left
+ * (ms, at the statement's end) and what the POST needs of their endpoints: each endpoint found by
+ * its primary key (a lateral subquery keeps it a probe per row, never a read of the whole table to
+ * hash it, whatever plan the prepared statement keeps).
  */
-export function selectHandedDeliveries(handed: string): string {
+export function selectHandedDeliveries(written: string): string {
   return `select h.id, h.endpoint_id, h.message_id, h.seq, h.event_type, h.leased_until::text as leased_until,
+    (extract(epoch from h.leased_until - clock_timestamp()) * 1000)::float8 as lease_left_ms,
     w.url, w.secret_sealed, w.previous_secret_sealed, w.previous_secret_expires_at, w.endpoint_updated_at
-  from ${handed} h
+  from ${written} h
   cross join lateral (
     select w.url, w.secret_sealed, w.previous_secret_sealed,
       ${iso("w.previous_secret_expires_at")} as previous_secret_expires_at, w.updated_at::text as endpoint_updated_at
-    from webhook_endpoints w where w.id = h.endpoint_id limit 1) w`;
+    from webhook_endpoints w where w.id = h.endpoint_id limit 1) w
+  where h.leased_until is not null`;
 }
 
 /** A row of {@link selectHandedDeliveries}. */
@@ -413,12 +418,23 @@ export interface HandedRow extends EndpointColumns {
   seq: number;
   event_type: string;
   leased_until: string;
+  lease_left_ms: number;
 }
 
-/** A delivery an append handed off, ready to POST: its row, and its event and message from memory. */
-export function handedDelivery(row: HandedRow, handed: HandedEvent): ClaimedDelivery {
+/** A delivery an append handed off, ready to POST. */
+export interface HandedDelivery extends ClaimedDelivery {
+  /** When its born lease runs out, on `performance.now()`'s clock (this process's). */
+  leaseEndsAt: number;
+}
+
+/**
+ * A delivery an append handed off: its row, and its event and message from memory. Called as
+ * soon as the statement has returned (its lease left is counted from then).
+ */
+export function handedDelivery(row: HandedRow, handed: HandedEvent): HandedDelivery {
   const { message, event } = handed;
   return {
+    leaseEndsAt: performance.now() + row.lease_left_ms,
     id: Number(row.id),
     endpointId: row.endpoint_id,
     organizationId: message.organizationId,

@@ -8,7 +8,11 @@ import { initialState } from "../../../src/domain/state.js";
 import { createOutboundAgent, outboundPost } from "../../../src/runtime/outbound/outbound-fetch.js";
 import { webhookSecrets } from "../../../src/runtime/webhook-secrets.js";
 import { appendEvents, writeAppends, writeAppendsHandingOff } from "../../../src/store/events.js";
-import { claimDueDeliveries, giveBackDeliveries } from "../../../src/store/webhook-deliveries.js";
+import {
+  claimDueDeliveries,
+  giveBackDeliveries,
+  handedDelivery,
+} from "../../../src/store/webhook-deliveries.js";
 import {
   startWebhookDispatcher,
   type WebhookDispatcher,
@@ -269,11 +273,17 @@ describe("the fan-out of an append that hands off", () => {
 });
 
 describe("the handoff's setting", () => {
-  it("given an append that hands off and then one that does not, on the same connection, then only the first's delivery is born leased", async () => {
+  it("given an append that hands off and then one that does not, on the same connection and in one transaction, then the second is fanned out by the trigger, its delivery unleased", async () => {
     const organization = await onboard(h);
     await createEndpoint(organization.apiKey, "/scope/finals", ["message.succeeded"]);
     const one = await accepted(organization);
     const two = await accepted(organization);
+    const three = await accepted(organization);
+    const setting = async (tx: typeof h.sql) =>
+      (
+        await tx<Array<{ value: string | null }>>`
+          select current_setting('notify.webhook_fan_out_written', true) as value`
+      )[0]?.value;
     const connection = await h.sql.reserve();
     try {
       await writeAppendsHandingOff(
@@ -281,12 +291,25 @@ describe("the handoff's setting", () => {
         [{ state: one.state, events: [started, succeeded(one.id)] }],
         LEASE_MS,
       );
+      expect(await setting(connection)).toBeFalsy();
       await writeAppends(connection, [{ state: two.state, events: [started, succeeded(two.id)] }]);
     } finally {
       connection.release();
     }
+    // Inside an explicit transaction the trigger clears the setting it acted on: the next
+    // statement is fanned out (a setting left would have it write no delivery at all).
+    await h.sql.begin(async (transaction) => {
+      const tx = transaction as unknown as typeof h.sql;
+      const handed = await writeAppendsHandingOff(tx, [{ state: three.state, events: [started] }], LEASE_MS);
+      expect(handed.handed).toEqual([]);
+      expect(await setting(tx)).toBeFalsy();
+      await writeAppends(tx, [
+        { state: handed.states[0] as typeof three.state, events: [succeeded(three.id)] },
+      ]);
+    });
     expect((await rowsOf(one.id)).map((r) => r.born)).toEqual([true]);
     expect((await rowsOf(two.id)).map((r) => r.born)).toEqual([false]);
+    expect((await rowsOf(three.id)).map((r) => [r.seq, r.born])).toEqual([[3, false]]);
     await h.sql`update webhook_endpoints set enabled = false where organization_id = ${organization.id}`;
   });
 });
@@ -407,6 +430,46 @@ describe("the worker handing its events to its dispatcher", () => {
     expect(mostAtOnce.get("/capped")).toBe(1);
     await settled(endpoint.id, 4);
     onceEach("/capped", ids);
+  });
+
+  it("given a handed delivery with less lease left than an attempt takes, then it is given back, not POSTed", async () => {
+    // No claim at all (its database gate stays shut): what is given back waits, unleased, and
+    // nothing POSTs it. A handoff does not ask the gate.
+    start({
+      database: {
+        available: false,
+        reportFailure: () => false,
+        waitUntilAvailable: async (ms) => {
+          await new Promise((resolve) => setTimeout(resolve, Math.min(ms, 50)));
+          return false;
+        },
+      },
+    });
+    const organization = await onboard(h);
+    await createEndpoint(organization.apiKey, "/late", ["message.succeeded"]);
+    const one = await accepted(organization);
+    const { states, handed } = await writeAppendsHandingOff(
+      h.sql,
+      [{ state: one.state, events: [started, succeeded(one.id)] }],
+      (dispatcher as WebhookDispatcher).handoff.leaseMs,
+    );
+    const [row] = handed;
+    const message = (states[0] as Extract<(typeof states)[number], { message: unknown }>).message;
+    // As if the append had taken all but 5 s of its lease: less than an attempt's 10 s time-out.
+    const late = handedDelivery(
+      { ...(row as (typeof handed)[number]), lease_left_ms: 5_000 },
+      {
+        message: { ...message, messageId: message.id },
+        event: { ...succeeded(one.id), seq: 3 },
+      },
+    );
+    (dispatcher as WebhookDispatcher).handoff.handOff([late]);
+    await eventually(
+      async () => ((await rowsOf(one.id))[0]?.lease_left_ms === null ? true : undefined),
+      5_000,
+      "given back",
+    );
+    expect(received.filter((r) => r.path === "/late")).toEqual([]);
   });
 
   it("given a handoff that never comes (a crash after the append's commit), then the deliveries are claimed once their leases run out, once each", async () => {
