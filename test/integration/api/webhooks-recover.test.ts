@@ -9,6 +9,7 @@ import { recoverWebhookEvents } from "../../../src/messages/webhooks.js";
 import { appendEvents } from "../../../src/store/events.js";
 import { findWebhookEndpoint, insertWebhookAttempt } from "../../../src/store/webhooks.js";
 import { purgeWebhookRows } from "../../../workers/webhook-purger.js";
+import { acceptedSmsEvent } from "../../support/accepted-event.js";
 import { createHarness, expectError, onboard } from "../../support/harness.js";
 import { fetchDocument, responseChecker } from "../../support/openapi.js";
 
@@ -62,26 +63,7 @@ async function writeMessage(org: Org, at: Date, steps: Array<[number, Step]>): P
   const id = uuidv7({ msecs: at.getTime() });
   const time = (offset: number) => new Date(at.getTime() + offset).toISOString();
   let attempt = 0;
-  const events: MessageEvent[] = [
-    {
-      type: "accepted",
-      retryCount: 0,
-      occurredAt: time(0),
-      data: {
-        id,
-        organizationId: org.id,
-        productId: org.productId,
-        channel: "sms",
-        priority: "medium",
-        notificationType: null,
-        retryEnabled: true,
-        recipient: "+14155550100",
-        sender: "ACME",
-        expiresAt: time(24 * HOUR),
-        body: "hello",
-      },
-    },
-  ];
+  const events: MessageEvent[] = [acceptedSmsEvent(id, org, time(0), time(24 * HOUR))];
   for (const [offset, step] of steps) {
     const occurredAt = time(offset);
     const retryCount = Math.max(0, attempt - 1);

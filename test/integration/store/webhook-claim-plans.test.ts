@@ -7,6 +7,7 @@ import type { MessageEvent } from "../../../src/domain/events.js";
 import { initialState } from "../../../src/domain/state.js";
 import { appendEvents, writeAppendsHandingOff } from "../../../src/store/events.js";
 import { claimDueDeliveries } from "../../../src/store/webhook-deliveries.js";
+import { acceptedSmsEvent } from "../../support/accepted-event.js";
 import { createOwnDatabase } from "../../support/own-database.js";
 import { scansDuring } from "../../support/table-scans.js";
 
@@ -34,26 +35,8 @@ const claim = (tx: postgres.Sql, limit = 100, after: string | null = null) =>
 /** A message of the organization accepted (an append that does not hand off). */
 async function accepted() {
   const id = uuidv7();
-  const now = new Date().toISOString();
   return appendEvents(sql, initialState, [
-    {
-      type: "accepted",
-      retryCount: 0,
-      occurredAt: now,
-      data: {
-        id,
-        organizationId,
-        productId: "p",
-        channel: "sms",
-        priority: "medium",
-        notificationType: null,
-        retryEnabled: true,
-        recipient: "+14155550100",
-        sender: "ACME",
-        expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
-        body: "hello",
-      },
-    },
+    acceptedSmsEvent(id, { id: organizationId, productId: "p" }, new Date().toISOString()),
   ]);
 }
 

@@ -19,6 +19,7 @@ import {
   type WebhookDispatcherDeps,
   type WebhookHandoff,
 } from "../../../workers/webhook-dispatcher.js";
+import { acceptedSmsEvent } from "../../support/accepted-event.js";
 import {
   createHarness,
   eventually,
@@ -125,25 +126,8 @@ async function rowsOf(messageId: string): Promise<Row[]> {
 async function accepted(organization: { id: string; productId: string }) {
   const id = uuidv7();
   const now = new Date();
-  const events: MessageEvent[] = [
-    {
-      type: "accepted",
-      retryCount: 0,
-      occurredAt: now.toISOString(),
-      data: {
-        id,
-        organizationId: organization.id,
-        productId: organization.productId,
-        channel: "sms",
-        priority: "medium",
-        notificationType: null,
-        retryEnabled: true,
-        recipient: "+14155550100",
-        sender: "ACME",
-        expiresAt: new Date(now.getTime() + 3_600_000).toISOString(),
-        body: "hello",
-      },
-    },
+  const events = [
+    acceptedSmsEvent(id, organization, now.toISOString(), new Date(now.getTime() + 3_600_000).toISOString()),
   ];
   const state = await appendEvents(h.sql, initialState, events);
   return { id, state };
