@@ -85,16 +85,17 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
       ...queues.all.map((queue) => queue.name).reverse(),
     ];
-    const queued = new Set<string>();
-    for (const name of names) {
-      const pipeline = client.pipeline();
-      for (const row of page) pipeline.exists(`${queues.prefix}:${name}:${row.messageId}`);
-      const results = (await pipeline.exec()) ?? [];
-      for (const [index, row] of page.entries()) {
-        const [error, exists] = results[index] ?? [null, 1];
-        if (error || exists === 1) queued.add(row.messageId);
-      }
-    }
+    const queued = await queuedOf(
+      client,
+      queues.prefix,
+      names,
+      page.map((row) => row.messageId),
+    );
+    // A job being moved (removed from a stray queue, then added to its shard: two round trips) can
+    // miss both looks of one pass; those found without a job are looked for once more.
+    const unseen = page.map((row) => row.messageId).filter((id) => !queued.has(id));
+    if (unseen.length > 0)
+      for (const id of await queuedOf(client, queues.prefix, names, unseen)) queued.add(id);
     for (const row of page) {
       if (queued.has(row.messageId)) continue;
       const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
@@ -109,4 +110,24 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     if (!last || page.length < pageSize) return enqueued;
     after = { movedAt: last.movedAt, messageId: last.messageId };
   }
+}
+
+/** Which of `messageIds` have a job in one of the queues `names` (an error counts as a job). */
+async function queuedOf(
+  client: Redis,
+  prefix: string,
+  names: readonly string[],
+  messageIds: readonly string[],
+): Promise<Set<string>> {
+  const queued = new Set<string>();
+  for (const name of names) {
+    const pipeline = client.pipeline();
+    for (const id of messageIds) pipeline.exists(`${prefix}:${name}:${id}`);
+    const results = (await pipeline.exec()) ?? [];
+    for (const [index, id] of messageIds.entries()) {
+      const [error, exists] = results[index] ?? [null, 1];
+      if (error || exists === 1) queued.add(id);
+    }
+  }
+  return queued;
 }
