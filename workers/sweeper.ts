@@ -85,15 +85,11 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
       ...queues.all.map((queue) => queue.name).reverse(),
     ];
-    const queued = await queuedOf(
-      client,
-      queues.prefix,
-      names,
-      page.map((row) => row.messageId),
-    );
+    const ids = page.map((row) => row.messageId);
+    const queued = await queuedOf(client, queues.prefix, names, ids);
     // A job being moved (removed from a stray queue, then added to its shard: two round trips) can
     // miss both looks of one pass; those found without a job are looked for once more.
-    const unseen = page.map((row) => row.messageId).filter((id) => !queued.has(id));
+    const unseen = ids.filter((id) => !queued.has(id));
     if (unseen.length > 0)
       for (const id of await queuedOf(client, queues.prefix, names, unseen)) queued.add(id);
     for (const row of page) {
