@@ -1,5 +1,5 @@
 import type { Queue } from "bullmq";
-import { and, asc, eq, inArray, notExists, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, notExists, type SQL, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Database } from "../db/client.js";
 import { deliveryOutbox, messages, scheduledDeliveries } from "../db/schema.js";
@@ -39,6 +39,25 @@ export async function sweep(deps: SweepDeps): Promise<number> {
   // When a message last moved: its last change, or a scheduled send's `send_at` (the expression
   // of `messages_unfinished_idx`, so scheduled sends still waiting are never read).
   const movedAt = sql<Date>`greatest(${messages.updatedAt}, ${messages.sendAt})`;
+  // Unfinished, unmoved since the cutoff, and neither in the outbox nor waiting for its `send_at`.
+  const unfinished = and(
+    inArray(messages.status, ["accepted", "pending"]),
+    sql`${movedAt} < ${cutoff.toISOString()}::timestamptz`,
+    // Still in the outbox: the relay will add its job (a backlog there is not a lost job).
+    notExists(
+      deps.db
+        .select({ one: deliveryOutbox.messageId })
+        .from(deliveryOutbox)
+        .where(eq(deliveryOutbox.messageId, messages.messageId)),
+    ),
+    // A scheduled send waiting for its `send_at` has no job by design (docs/decisions/0044).
+    notExists(
+      deps.db
+        .select({ one: scheduledDeliveries.messageId })
+        .from(scheduledDeliveries)
+        .where(eq(scheduledDeliveries.messageId, messages.messageId)),
+    ),
+  );
   for (;;) {
     const page = await deps.db
       .select({
@@ -50,22 +69,7 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       .from(messages)
       .where(
         and(
-          inArray(messages.status, ["accepted", "pending"]),
-          sql`${movedAt} < ${cutoff.toISOString()}::timestamptz`,
-          // Still in the outbox: the relay will add its job (a backlog there is not a lost job).
-          notExists(
-            deps.db
-              .select({ one: deliveryOutbox.messageId })
-              .from(deliveryOutbox)
-              .where(eq(deliveryOutbox.messageId, messages.messageId)),
-          ),
-          // A scheduled send waiting for its `send_at` has no job by design (docs/decisions/0044).
-          notExists(
-            deps.db
-              .select({ one: scheduledDeliveries.messageId })
-              .from(scheduledDeliveries)
-              .where(eq(scheduledDeliveries.messageId, messages.messageId)),
-          ),
+          unfinished,
           after
             ? sql`(${movedAt}, ${messages.messageId}) > (${after.movedAt.toISOString()}::timestamptz, ${after.messageId}::uuid)`
             : undefined,
@@ -92,8 +96,16 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     const unseen = ids.filter((id) => !queued.has(id));
     if (unseen.length > 0)
       for (const id of await queuedOf(client, queues.prefix, names, unseen)) queued.add(id);
+    // A job that ended between the page's read and these looks left its message final (or moved
+    // on): only those still unfinished and unmoved are jobless. Without this look, two sweepers of
+    // two shard counts would each add a job for such a message, in two shards.
+    const jobless = await stillUnfinished(
+      deps.db,
+      unfinished,
+      unseen.filter((id) => !queued.has(id)),
+    );
     for (const row of page) {
-      if (queued.has(row.messageId)) continue;
+      if (!jobless.has(row.messageId)) continue;
       const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
       await enqueueDelivery(queues.forMessage(row.messageId), {
         messageId: row.messageId,
@@ -106,6 +118,20 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     if (!last || page.length < pageSize) return enqueued;
     after = { movedAt: last.movedAt, messageId: last.messageId };
   }
+}
+
+/** Which of `messageIds` still meet `unfinished` (read after the looks in Redis). */
+async function stillUnfinished(
+  db: Database,
+  unfinished: SQL | undefined,
+  messageIds: string[],
+): Promise<Set<string>> {
+  if (messageIds.length === 0) return new Set();
+  const rows = await db
+    .select({ messageId: messages.messageId })
+    .from(messages)
+    .where(and(inArray(messages.messageId, messageIds), unfinished));
+  return new Set(rows.map((row) => row.messageId));
 }
 
 /** Which of `messageIds` have a job in one of the queues `names` (an error counts as a job). */

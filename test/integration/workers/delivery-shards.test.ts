@@ -147,7 +147,7 @@ describe("given queued messages when the shard count changes", () => {
   });
 });
 
-/** Every delivery queue (legacy, any shard) holding a job of each message, by name. */
+/** Every delivery queue (legacy, any shard) holding a job of each message, by name, at one instant. */
 async function queuesHolding(h: Harness, ids: string[]): Promise<Map<string, string[]>> {
   const prefix = h.config.QUEUE_PREFIX;
   const names = [
@@ -155,14 +155,15 @@ async function queuesHolding(h: Harness, ids: string[]): Promise<Map<string, str
     ...Array.from({ length: MAX_QUEUE_SHARDS }, (_, k) => deliveryQueueName(k)),
   ];
   const holding = new Map<string, string[]>(ids.map((id) => [id, []]));
-  for (const name of names) {
-    const pipeline = h.redis.pipeline();
-    for (const id of ids) pipeline.exists(`${prefix}:${name}:${id}`);
-    const results = (await pipeline.exec()) ?? [];
+  // One MULTI: every queue read at one instant (a job moving between two reads would be missed).
+  const multi = h.redis.multi();
+  for (const name of names) for (const id of ids) multi.exists(`${prefix}:${name}:${id}`);
+  const results = (await multi.exec()) ?? [];
+  names.forEach((name, n) => {
     ids.forEach((id, index) => {
-      if (results[index]?.[1] === 1) holding.get(id)?.push(name);
+      if (results[n * ids.length + index]?.[1] === 1) holding.get(id)?.push(name);
     });
-  }
+  });
   return holding;
 }
 

@@ -113,6 +113,33 @@ function reachesFinal(messageId: string) {
   );
 }
 
+/** Records a message's one successful attempt, as a worker does before its job ends. */
+async function deliverByHand(messageId: string): Promise<void> {
+  await h.sql.begin(async (tx) => {
+    let state = await loadMessage(tx, messageId);
+    const start = decide(state, {
+      type: "start_attempt",
+      now: new Date(),
+      policy,
+      random: 0.5,
+      organizationActive: true,
+      preparation: { ready: true },
+    });
+    if (!("events" in start)) throw new Error("start refused");
+    state = await appendEvents(tx, state, start.events);
+    const done = decide(state, {
+      type: "record_outcome",
+      attempt: 1,
+      outcome: { ok: true, provider: "simulator", providerMessageId: "by-hand" },
+      now: new Date(),
+      policy,
+      random: 0.5,
+    });
+    if (!("events" in done)) throw new Error("outcome refused");
+    await appendEvents(tx, state, done.events);
+  });
+}
+
 describe("sweeper", () => {
   it("given a message accepted moments ago without a job, when swept with a grace period, then it is left alone", async () => {
     const id = await acceptWithLostJob();
@@ -176,6 +203,44 @@ describe("sweeper", () => {
     await sweep({ db: h.db, queue: h.queue, now: () => new Date(), graceMs: 0 });
     expect(await h.queue.getJob(id)).toBeUndefined();
     expect(await statusOf(id)).toBe("success");
+  });
+
+  it("given a message whose job ends between the sweep's read and its look in Redis, when swept, then no job is added", async () => {
+    const id = await acceptWithLostJob();
+    // The sweep reads the message unfinished; then, before it looks in Redis, the message's job
+    // ends (here: its delivery is recorded by hand, as the worker records it before the job ends).
+    let ended: Promise<void> | undefined;
+    const client = (await h.queue.client) as unknown as Redis;
+    const looking = new Proxy(client, {
+      get(target, property) {
+        if (property === "pipeline")
+          return () => {
+            const pipeline = target.pipeline();
+            const exec = pipeline.exec.bind(pipeline);
+            const exists = pipeline.exists.bind(pipeline);
+            let looksForIt = false;
+            pipeline.exists = ((key: string) => {
+              if (key.endsWith(`:${id}`)) looksForIt = true;
+              return exists(key);
+            }) as typeof pipeline.exists;
+            pipeline.exec = async () => {
+              if (looksForIt) await (ended ??= deliverByHand(id));
+              return exec();
+            };
+            return pipeline;
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const queue = Object.create(h.queue, { client: { get: () => Promise.resolve(looking) } });
+
+    await eventually(async () => {
+      await sweep({ db: h.db, queue, now: () => new Date(), graceMs: 0 });
+      return ended ? true : undefined;
+    });
+    expect((await rowOf(h.db, id))?.status).toBe("success");
+    expect(await h.queue.getJob(id)).toBeUndefined();
   });
 
   it("given a message whose job was lost while a retry was scheduled, when swept, then it is re-added delayed until the retry is due", async () => {
