@@ -6,6 +6,7 @@ import {
   deliveryJobOptions,
   strayDeliveryQueueNames,
 } from "../src/store/delivery-queue.js";
+import { withJobChangeLocks } from "./job-change-lock.js";
 
 /** BullMQ's delayed set scores a job `due timestamp * 0x1000 + counter`. */
 const DELAYED_SCORE_SHIFT = 0x1000;
@@ -13,12 +14,14 @@ const DELAYED_SCORE_SHIFT = 0x1000;
 /**
  * Moves the jobs of the stray delivery queues (the untagged queue of an older release, shards
  * beyond today's `QUEUE_SHARDS`) into their messages' shards, keeping each job's priority and
- * due time; returns how many it moved. A job is first removed, which BullMQ refuses while a
- * worker holds it (that job is left to finish where it runs), then added to the message's shard
- * under the same job id, a no-op when the message has a job there already: so a message never
- * ends with two jobs, whichever processes (old and new releases, two shard counts) run side by
- * side. A crash between the two steps leaves the message without a job: the sweeper adds it
- * again after SWEEP_GRACE_MS. At most `limit` jobs a queue a pass.
+ * due time; returns how many it moved. Each move holds the message's job-change lock
+ * (./job-change-lock.ts), which the sweeper takes too, and looks for the job again under it (it
+ * may have ended, or been moved by a mover of another count, since the list was read). The job is
+ * then removed, which BullMQ refuses while a worker holds it (that job is left to finish where it
+ * runs), and added to the message's shard under the same job id, a no-op when the message has a
+ * job there already: so a message never ends with two jobs, whichever processes (old and new
+ * releases, two shard counts) run side by side. A crash between the two steps leaves the message
+ * without a job: the sweeper adds it again after SWEEP_GRACE_MS. At most `limit` jobs a queue a pass.
  */
 export async function moveStrayJobs(
   client: Redis | Cluster,
@@ -50,20 +53,27 @@ async function moveOne(
   now: () => number,
 ): Promise<boolean> {
   const messageId = job.data?.messageId;
-  if (!job.id || !messageId) return false;
-  const score = await client.zscore(stray.toKey("delayed"), job.id);
-  try {
-    await job.remove();
-  } catch {
-    return false; // a worker took it meanwhile: it runs where it is
-  }
-  const dueAt = score === null ? 0 : Math.floor(Number(score) / DELAYED_SCORE_SHIFT);
-  await queues
-    .forMessage(messageId)
-    .add(
-      "deliver",
-      { messageId },
-      deliveryJobOptions({ messageId, priority: job.opts.priority ?? 0, delayMs: dueAt - now() }),
-    );
-  return true;
+  const jobId = job.id;
+  if (!jobId || !messageId) return false;
+  return withJobChangeLocks(client, queues.prefix, [messageId], async (held) => {
+    if (held.length === 0) return false; // another process is changing its job
+    // The list is older than this: the job may have ended, or been moved by a mover of another
+    // count, since. BullMQ's remove of a job that is gone succeeds, so it is looked for first.
+    if ((await client.exists(stray.toKey(jobId))) === 0) return false;
+    const score = await client.zscore(stray.toKey("delayed"), jobId);
+    try {
+      await job.remove();
+    } catch {
+      return false; // a worker took it meanwhile: it runs where it is
+    }
+    const dueAt = score === null ? 0 : Math.floor(Number(score) / DELAYED_SCORE_SHIFT);
+    await queues
+      .forMessage(messageId)
+      .add(
+        "deliver",
+        { messageId },
+        deliveryJobOptions({ messageId, priority: job.opts.priority ?? 0, delayMs: dueAt - now() }),
+      );
+    return true;
+  });
 }

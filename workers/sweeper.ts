@@ -9,6 +9,7 @@ import {
   enqueueDelivery,
   strayDeliveryQueueNames,
 } from "../src/store/delivery-queue.js";
+import { withJobChangeLocks } from "./job-change-lock.js";
 
 export interface SweepDeps {
   db: Database;
@@ -22,12 +23,14 @@ export interface SweepDeps {
 
 /**
  * Finds unfinished messages whose delivery job is not in Redis (Redis lost it, or BullMQ gave up
- * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping a scheduled retry's
- * time. Safe to run from every worker at once: the job id is the message id. A job in any
- * delivery queue counts, today's shards or a stray one (the legacy untagged queue, a shard beyond
- * `QUEUE_SHARDS`), and a job added goes to the message's shard, so neither a change of the shard
- * count nor processes of two counts side by side queue a message twice (docs/decisions/0041).
- * Returns how many jobs it re-enqueued.
+ * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping
+ * a scheduled retry's time. Safe to run from every worker at once. A job in any delivery queue
+ * counts, today's shards or a stray one (the legacy untagged queue, a shard beyond
+ * `QUEUE_SHARDS`); a message found without one is added only under its job-change lock
+ * (./job-change-lock.ts, which the stray mover takes too), after one more look in Redis and one
+ * more read in Postgres, and to the message's shard: so neither a change of the shard count, nor
+ * processes of two counts side by side, nor a job that ends during the pass queue a message twice
+ * (docs/decisions/0041). Returns how many jobs it re-enqueued.
  */
 export async function sweep(deps: SweepDeps): Promise<number> {
   const pageSize = deps.pageSize ?? 1000;
@@ -62,8 +65,6 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     const page = await deps.db
       .select({
         messageId: messages.messageId,
-        priority: messages.priority,
-        nextAttemptAt: messages.nextAttemptAt,
         movedAt: movedAt.mapWith((value: string | Date) => new Date(value)),
       })
       .from(messages)
@@ -91,47 +92,46 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     ];
     const ids = page.map((row) => row.messageId);
     const queued = await queuedOf(client, queues.prefix, names, ids);
-    // A job being moved (removed from a stray queue, then added to its shard: two round trips) can
-    // miss both looks of one pass; those found without a job are looked for once more.
     const unseen = ids.filter((id) => !queued.has(id));
     if (unseen.length > 0)
-      for (const id of await queuedOf(client, queues.prefix, names, unseen)) queued.add(id);
-    // A job that ended between the page's read and these looks left its message final (or moved
-    // on): only those still unfinished and unmoved are jobless. Without this look, two sweepers of
-    // two shard counts would each add a job for such a message, in two shards.
-    const jobless = await stillUnfinished(
-      deps.db,
-      unfinished,
-      unseen.filter((id) => !queued.has(id)),
-    );
-    for (const row of page) {
-      if (!jobless.has(row.messageId)) continue;
-      const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
-      await enqueueDelivery(queues.forMessage(row.messageId), {
-        messageId: row.messageId,
-        priority: row.priority,
-        delayMs,
+      enqueued += await withJobChangeLocks(client, queues.prefix, unseen, async (held) => {
+        // Under the locks a mover or another sweeper can no longer be adding a job for these, but
+        // one may have done so since the look above: looked for once more. Then read again in
+        // Postgres: a job that ended since the page's read has left its message final (the worker
+        // records the outcome before the job leaves its queue), so it is not added again.
+        const queuedNow = await queuedOf(client, queues.prefix, names, held);
+        const jobless = await stillUnfinished(
+          deps.db,
+          unfinished,
+          held.filter((id) => !queuedNow.has(id)),
+        );
+        for (const row of jobless) {
+          const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
+          await enqueueDelivery(queues.forMessage(row.messageId), {
+            messageId: row.messageId,
+            priority: row.priority,
+            delayMs,
+          });
+        }
+        return jobless.length;
       });
-      enqueued++;
-    }
     const last = page[page.length - 1];
     if (!last || page.length < pageSize) return enqueued;
     after = { movedAt: last.movedAt, messageId: last.messageId };
   }
 }
 
-/** Which of `messageIds` still meet `unfinished` (read after the looks in Redis). */
-async function stillUnfinished(
-  db: Database,
-  unfinished: SQL | undefined,
-  messageIds: string[],
-): Promise<Set<string>> {
-  if (messageIds.length === 0) return new Set();
-  const rows = await db
-    .select({ messageId: messages.messageId })
+/** Those of `messageIds` that still meet `unfinished` (read again after the looks in Redis). */
+async function stillUnfinished(db: Database, unfinished: SQL | undefined, messageIds: string[]) {
+  if (messageIds.length === 0) return [];
+  return db
+    .select({
+      messageId: messages.messageId,
+      priority: messages.priority,
+      nextAttemptAt: messages.nextAttemptAt,
+    })
     .from(messages)
     .where(and(inArray(messages.messageId, messageIds), unfinished));
-  return new Set(rows.map((row) => row.messageId));
 }
 
 /** Which of `messageIds` have a job in one of the queues `names` (an error counts as a job). */

@@ -238,6 +238,54 @@ describe("given processes of two shard counts side by side (a rolling change of 
   }, 60_000);
 });
 
+describe("given movers and sweepers of two shard counts at the same messages at once", () => {
+  it("two movers of the untagged queue's jobs: each message ends with one job", async () => {
+    const prefix = `shards-${randomUUID().slice(0, 8)}`;
+    const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+    const two = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "2" });
+    const org = await onboard(three);
+    const ids = await sendMany(three, org.apiKey, 30);
+    await relayAll(three);
+    // As the release before shards had queued them.
+    const legacy = new Queue<DeliveryJobData>(LEGACY_DELIVERY_QUEUE, { connection: three.redis, prefix });
+    for (const id of ids) {
+      const job = await three.queues.forMessage(id).getJob(id);
+      await job?.remove();
+      await legacy.add("deliver", { messageId: id }, deliveryJobOptions({ messageId: id, priority: 0 }));
+    }
+    // Both list every job, then move them one by one: without the job-change lock, the second to
+    // reach a job removed nothing (BullMQ's remove of a job that is gone succeeds) and added it to
+    // its own count's shard too.
+    await Promise.all([
+      moveStrayJobs(three.redis, three.queues, Date.now),
+      moveStrayJobs(two.redis, two.queues, Date.now),
+    ]);
+    const holding = await queuesHolding(three, ids);
+    for (const id of ids) expect(holding.get(id), id).toHaveLength(1);
+    await legacy.obliterate({ force: true });
+    await legacy.close();
+    three.startWorker();
+    await expectAllFinalOnce(three, org.id, ids);
+  });
+
+  it("two sweepers of messages whose jobs Redis lost: each message gets one job", async () => {
+    const prefix = `shards-${randomUUID().slice(0, 8)}`;
+    const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+    const four = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "4" });
+    const org = await onboard(three);
+    const ids = await sendMany(three, org.apiKey, 30);
+    await relayAll(three);
+    for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
+    // Both look, find no job, and add one: without the lock, each to its own count's shard.
+    await Promise.all([three, four].map((h) => sweep({ db: h.db, queue: h.queues, now: later, graceMs: 0 })));
+    const holding = await queuesHolding(three, ids);
+    for (const id of ids) expect(holding.get(id), id).toHaveLength(1);
+    three.startWorker();
+    four.startWorker();
+    await expectAllFinalOnce(three, org.id, ids);
+  });
+});
+
 describe("given jobs in the untagged queue of the release before shards (an upgrade)", () => {
   it("moves them into their shards keeping priority and due time, adds none again, delivers each once", async () => {
     const prefix = `shards-${randomUUID().slice(0, 8)}`;

@@ -1,9 +1,11 @@
-import { type Job, Worker } from "bullmq";
+import { type Job, Queue, Worker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../../src/api/app.js";
 import { decide } from "../../../src/domain/decide.js";
+import type { DeliveryOutcome } from "../../../src/domain/delivery-outcome.js";
 import type { RetryPolicy } from "../../../src/domain/retry-policy.js";
+import type { MessageState } from "../../../src/domain/state.js";
 import { DELIVERY_QUEUE, type DeliveryJobData } from "../../../src/store/delivery-queue.js";
 import { appendEvents, loadMessage } from "../../../src/store/events.js";
 import { createDeliveryProcessor } from "../../../workers/deliver.js";
@@ -113,9 +115,13 @@ function reachesFinal(messageId: string) {
   );
 }
 
-/** Records a message's one successful attempt, as a worker does before its job ends. */
-async function deliverByHand(messageId: string): Promise<void> {
-  await h.sql.begin(async (tx) => {
+/**
+ * Records a message's first attempt and its outcome by hand, as a worker records them (the job
+ * leaves its queue only after this): a success makes the message final, a transient failure
+ * schedules its retry.
+ */
+async function attemptByHand(messageId: string, outcome: DeliveryOutcome): Promise<MessageState> {
+  return h.sql.begin(async (tx) => {
     let state = await loadMessage(tx, messageId);
     const start = decide(state, {
       type: "start_attempt",
@@ -127,16 +133,16 @@ async function deliverByHand(messageId: string): Promise<void> {
     });
     if (!("events" in start)) throw new Error("start refused");
     state = await appendEvents(tx, state, start.events);
-    const done = decide(state, {
+    const recorded = decide(state, {
       type: "record_outcome",
       attempt: 1,
-      outcome: { ok: true, provider: "simulator", providerMessageId: "by-hand" },
+      outcome,
       now: new Date(),
       policy,
       random: 0.5,
     });
-    if (!("events" in done)) throw new Error("outcome refused");
-    await appendEvents(tx, state, done.events);
+    if (!("events" in recorded)) throw new Error("outcome refused");
+    return appendEvents(tx, state, recorded.events);
   });
 }
 
@@ -209,7 +215,7 @@ describe("sweeper", () => {
     const id = await acceptWithLostJob();
     // The sweep reads the message unfinished; then, before it looks in Redis, the message's job
     // ends (here: its delivery is recorded by hand, as the worker records it before the job ends).
-    let ended: Promise<void> | undefined;
+    let ended: Promise<MessageState> | undefined;
     const client = (await h.queue.client) as unknown as Redis;
     const looking = new Proxy(client, {
       get(target, property) {
@@ -224,7 +230,14 @@ describe("sweeper", () => {
               return exists(key);
             }) as typeof pipeline.exists;
             pipeline.exec = async () => {
-              if (looksForIt) await (ended ??= deliverByHand(id));
+              if (looksForIt) {
+                ended ??= attemptByHand(id, {
+                  ok: true,
+                  provider: "simulator",
+                  providerMessageId: "by-hand",
+                });
+                await ended;
+              }
               return exec();
             };
             return pipeline;
@@ -233,45 +246,32 @@ describe("sweeper", () => {
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
-    const queue = Object.create(h.queue, { client: { get: () => Promise.resolve(looking) } });
+    const added: string[] = [];
+    const queue = Object.create(h.queue, {
+      client: { get: () => Promise.resolve(looking) },
+      add: {
+        value(this: Queue<DeliveryJobData>, ...args: Parameters<Queue<DeliveryJobData>["add"]>) {
+          added.push(args[1].messageId);
+          return Queue.prototype.add.apply(this, args);
+        },
+      },
+    });
 
     await eventually(async () => {
       await sweep({ db: h.db, queue, now: () => new Date(), graceMs: 0 });
       return ended ? true : undefined;
     });
     expect((await rowOf(h.db, id))?.status).toBe("success");
-    expect(await h.queue.getJob(id)).toBeUndefined();
+    expect(added).not.toContain(id);
   });
 
   it("given a message whose job was lost while a retry was scheduled, when swept, then it is re-added delayed until the retry is due", async () => {
     const id = await acceptWithLostJob();
     // The first attempt failed and the provider asked to wait 800 ms; then Redis lost the job.
-    const scheduled = await h.sql.begin(async (tx) => {
-      let state = await loadMessage(tx, id);
-      const start = decide(state, {
-        type: "start_attempt",
-        now: new Date(),
-        policy,
-        random: 0.5,
-        organizationActive: true,
-        preparation: { ready: true },
-      });
-      if (!("events" in start)) throw new Error("start refused");
-      state = await appendEvents(tx, state, start.events);
-      const retry = decide(state, {
-        type: "record_outcome",
-        attempt: 1,
-        outcome: {
-          ok: false,
-          provider: "simulator",
-          error: { class: "transient", code: "rate_limited", message: "429", retryAfterMs: 800 },
-        },
-        now: new Date(),
-        policy,
-        random: 0.5,
-      });
-      if (!("events" in retry)) throw new Error("retry refused");
-      return appendEvents(tx, state, retry.events);
+    const scheduled = await attemptByHand(id, {
+      ok: false,
+      provider: "simulator",
+      error: { class: "transient", code: "rate_limited", message: "429", retryAfterMs: 800 },
     });
     if (scheduled.status !== "pending" || !scheduled.nextAttemptAt) throw new Error("no retry scheduled");
     const dueAt = Date.parse(scheduled.nextAttemptAt);
