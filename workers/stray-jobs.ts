@@ -14,14 +14,13 @@ const DELAYED_SCORE_SHIFT = 0x1000;
 /**
  * Moves the jobs of the stray delivery queues (the untagged queue of an older release, shards
  * beyond today's `QUEUE_SHARDS`) into their messages' shards, keeping each job's priority and
- * due time; returns how many it moved. Each move holds the message's job-change lock
- * (./job-change-lock.ts), which the sweeper takes too, and looks for the job again under it (it
- * may have ended, or been moved by a mover of another count, since the list was read). The job is
- * then removed, which BullMQ refuses while a worker holds it (that job is left to finish where it
- * runs), and added to the message's shard under the same job id, a no-op when the message has a
- * job there already: so a message never ends with two jobs, whichever processes (old and new
- * releases, two shard counts) run side by side. A crash between the two steps leaves the message
- * without a job: the sweeper adds it again after SWEEP_GRACE_MS. At most `limit` jobs a queue a pass.
+ * due time; returns how many it moved. Each move holds the message's job-change lock and looks
+ * for the job again under it: since the list was read, it may have ended or been moved by a mover
+ * of another count (docs/decisions/0041, "The job-change lock"). The job is then removed, which
+ * BullMQ refuses while a worker holds it (that job is left to finish where it runs), and added to
+ * the message's shard under the same job id, a no-op when the message has a job there already. A
+ * crash between the two steps leaves the message without a job: the sweeper adds it again after
+ * SWEEP_GRACE_MS. At most `limit` jobs a queue a pass.
  */
 export async function moveStrayJobs(
   client: Redis | Cluster,

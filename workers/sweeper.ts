@@ -9,7 +9,7 @@ import {
   enqueueDelivery,
   strayDeliveryQueueNames,
 } from "../src/store/delivery-queue.js";
-import { withJobChangeLocks } from "./job-change-lock.js";
+import { MAX_LOCKS, withJobChangeLocks } from "./job-change-lock.js";
 
 export interface SweepDeps {
   db: Database;
@@ -26,11 +26,10 @@ export interface SweepDeps {
  * on it) and that are not waiting in the delivery outbox either, and enqueues them again, keeping
  * a scheduled retry's time. Safe to run from every worker at once. A job in any delivery queue
  * counts, today's shards or a stray one (the legacy untagged queue, a shard beyond
- * `QUEUE_SHARDS`); a message found without one is added only under its job-change lock
- * (./job-change-lock.ts, which the stray mover takes too), after one more look in Redis and one
- * more read in Postgres, and to the message's shard: so neither a change of the shard count, nor
- * processes of two counts side by side, nor a job that ends during the pass queue a message twice
- * (docs/decisions/0041). Returns how many jobs it re-enqueued.
+ * `QUEUE_SHARDS`). A message found without one gets a job in its shard only under its job-change
+ * lock, after one more look in Redis and one more read in Postgres (docs/decisions/0041, "The
+ * job-change lock", says which races that closes and which it leaves). Returns how many jobs it
+ * re-enqueued.
  */
 export async function sweep(deps: SweepDeps): Promise<number> {
   const pageSize = deps.pageSize ?? 1000;
@@ -93,28 +92,31 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     const ids = page.map((row) => row.messageId);
     const queued = await queuedOf(client, queues.prefix, names, ids);
     const unseen = ids.filter((id) => !queued.has(id));
-    if (unseen.length > 0)
-      enqueued += await withJobChangeLocks(client, queues.prefix, unseen, async (held) => {
-        // Under the locks a mover or another sweeper can no longer be adding a job for these, but
-        // one may have done so since the look above: looked for once more. Then read again in
-        // Postgres: a job that ended since the page's read has left its message final (the worker
-        // records the outcome before the job leaves its queue), so it is not added again.
-        const queuedNow = await queuedOf(client, queues.prefix, names, held);
-        const jobless = await stillUnfinished(
-          deps.db,
-          unfinished,
-          held.filter((id) => !queuedNow.has(id)),
-        );
-        for (const row of jobless) {
-          const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - now.getTime() : 0;
-          await enqueueDelivery(queues.forMessage(row.messageId), {
-            messageId: row.messageId,
-            priority: row.priority,
-            delayMs,
-          });
-        }
-        return jobless.length;
-      });
+    for (let from = 0; from < unseen.length; from += MAX_LOCKS)
+      enqueued += await withJobChangeLocks(
+        client,
+        queues.prefix,
+        unseen.slice(from, from + MAX_LOCKS),
+        async (held) => {
+          if (held.length === 0) return 0;
+          // Under the locks (decision 0041): looked for once more, then read again in Postgres.
+          const queuedNow = await queuedOf(client, queues.prefix, names, held);
+          const jobless = await stillUnfinished(
+            deps.db,
+            unfinished,
+            held.filter((id) => !queuedNow.has(id)),
+          );
+          for (const row of jobless) {
+            const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - deps.now().getTime() : 0;
+            await enqueueDelivery(queues.forMessage(row.messageId), {
+              messageId: row.messageId,
+              priority: row.priority,
+              delayMs,
+            });
+          }
+          return jobless.length;
+        },
+      );
     const last = page[page.length - 1];
     if (!last || page.length < pageSize) return enqueued;
     after = { movedAt: last.movedAt, messageId: last.messageId };
@@ -131,7 +133,8 @@ async function stillUnfinished(db: Database, unfinished: SQL | undefined, messag
       nextAttemptAt: messages.nextAttemptAt,
     })
     .from(messages)
-    .where(and(inArray(messages.messageId, messageIds), unfinished));
+    .where(and(inArray(messages.messageId, messageIds), unfinished))
+    .orderBy(asc(messages.messageId));
 }
 
 /** Which of `messageIds` have a job in one of the queues `names` (an error counts as a job). */

@@ -260,8 +260,12 @@ describe("given movers and sweepers of two shard counts at the same messages at 
       moveStrayJobs(three.redis, three.queues, Date.now),
       moveStrayJobs(two.redis, two.queues, Date.now),
     ]);
+    // One job each, in the message's shard for one of the two counts.
     const holding = await queuesHolding(three, ids);
-    for (const id of ids) expect(holding.get(id), id).toHaveLength(1);
+    for (const id of ids)
+      expect([[three.queues.forMessage(id).name], [two.queues.forMessage(id).name]], id).toContainEqual(
+        holding.get(id),
+      );
     await legacy.obliterate({ force: true });
     await legacy.close();
     three.startWorker();
@@ -277,9 +281,15 @@ describe("given movers and sweepers of two shard counts at the same messages at 
     await relayAll(three);
     for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
     // Both look, find no job, and add one: without the lock, each to its own count's shard.
-    await Promise.all([three, four].map((h) => sweep({ db: h.db, queue: h.queues, now: later, graceMs: 0 })));
+    const added = await Promise.all(
+      [three, four].map((h) => sweep({ db: h.db, queue: h.queues, now: later, graceMs: 0 })),
+    );
+    expect(added.reduce((sum, count) => sum + count, 0)).toBe(ids.length);
     const holding = await queuesHolding(three, ids);
-    for (const id of ids) expect(holding.get(id), id).toHaveLength(1);
+    for (const id of ids)
+      expect([[three.queues.forMessage(id).name], [four.queues.forMessage(id).name]], id).toContainEqual(
+        holding.get(id),
+      );
     three.startWorker();
     four.startWorker();
     await expectAllFinalOnce(three, org.id, ids);
