@@ -57,21 +57,24 @@ async function moveOne(
   return withJobChangeLocks(client, queues.prefix, [messageId], async (held) => {
     if (held.length === 0) return false; // another process is changing its job
     // The list is older than this: the job may have ended, or been moved by a mover of another
-    // count, since. BullMQ's remove of a job that is gone succeeds, so it is looked for first.
-    if ((await client.exists(stray.toKey(jobId))) === 0) return false;
+    // count, or handed back to a throughput turn, since. BullMQ's remove of a job that is gone
+    // succeeds, so it is read again first.
+    const current = await stray.getJob(jobId);
+    if (!current) return false;
     const score = await client.zscore(stray.toKey("delayed"), jobId);
     try {
-      await job.remove();
+      await current.remove();
     } catch {
       return false; // a worker took it meanwhile: it runs where it is
     }
     const dueAt = score === null ? 0 : Math.floor(Number(score) / DELAYED_SCORE_SHIFT);
+    // Its data as it is (a throughput turn, decision 0048, included), its priority and due time.
     await queues
       .forMessage(messageId)
       .add(
         "deliver",
-        { messageId },
-        deliveryJobOptions({ messageId, priority: job.opts.priority ?? 0, delayMs: dueAt - now() }),
+        current.data,
+        deliveryJobOptions({ messageId, priority: current.opts.priority ?? 0, delayMs: dueAt - now() }),
       );
     return true;
   });

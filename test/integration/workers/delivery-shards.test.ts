@@ -297,20 +297,22 @@ describe("given movers and sweepers of two shard counts at the same messages at 
 });
 
 describe("given jobs in the untagged queue of the release before shards (an upgrade)", () => {
-  it("moves them into their shards keeping priority and due time, adds none again, delivers each once", async () => {
+  it("moves them into their shards keeping priority, due time and data, adds none again, delivers each once", async () => {
     const prefix = `shards-${randomUUID().slice(0, 8)}`;
     const old = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
     const org = await onboard(old);
     const ids = await sendMany(old, org.apiKey, 12);
     await relayAll(old);
-    // As the old release had queued them: the same jobs in `deliveries`, one delayed by a minute.
+    // As the old release had queued them: the same jobs in `deliveries`, one delayed by a minute
+    // (and holding a throughput turn, decision 0048, as a job handed back to its turn does).
     const legacy = new Queue<DeliveryJobData>(LEGACY_DELIVERY_QUEUE, { connection: old.redis, prefix });
+    const turn = { key: "sms-sender:test", turn: 42 };
     for (const [index, id] of ids.entries()) {
       const job = await old.queues.forMessage(id).getJob(id);
       await job?.remove();
       await legacy.add(
         "deliver",
-        { messageId: id },
+        index === 0 ? { messageId: id, throughput: turn } : { messageId: id },
         deliveryJobOptions({
           messageId: id,
           priority: job?.opts.priority ?? 0,
@@ -329,6 +331,7 @@ describe("given jobs in the untagged queue of the release before shards (an upgr
     const moved = await upgraded.queues.forMessage(delayedId).getJob(delayedId);
     expect(await moved?.getState()).toBe("delayed");
     expect(moved?.opts.priority).toBe(1);
+    expect(moved?.data).toEqual({ messageId: delayedId, throughput: turn });
     await legacy.obliterate({ force: true });
     await legacy.close();
 
