@@ -13,10 +13,10 @@ const DELAYED_SCORE_SHIFT = 0x1000;
 
 /**
  * Moves the jobs of the stray delivery queues (the untagged queue of an older release, shards
- * beyond today's `QUEUE_SHARDS`) into their messages' shards, keeping each job's priority and
- * due time; returns how many it moved. Each move holds the message's job-change lock and looks
- * for the job again under it: since the list was read, it may have ended or been moved by a mover
- * of another count (docs/decisions/0041, "The job-change lock"). The job is then removed, which
+ * beyond today's `QUEUE_SHARDS`) into their messages' shards, keeping each job's data, priority and
+ * due time; returns how many it moved. Each move holds the message's job-change lock and reads the
+ * job again under it: since the list was read, it may have ended or been moved by a mover of
+ * another count (docs/decisions/0041, "The job-change lock"). The job is then removed, which
  * BullMQ refuses while a worker holds it (that job is left to finish where it runs), and added to
  * the message's shard under the same job id, a no-op when the message has a job there already. A
  * crash between the two steps leaves the message without a job: the sweeper adds it again after
@@ -60,7 +60,7 @@ async function moveOne(
     // count, or handed back to a throughput turn, since. BullMQ's remove of a job that is gone
     // succeeds, so it is read again first.
     const current = await stray.getJob(jobId);
-    if (!current) return false;
+    if (!current || current.finishedOn || current.data?.messageId !== messageId) return false;
     const score = await client.zscore(stray.toKey("delayed"), jobId);
     try {
       await current.remove();

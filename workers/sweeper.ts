@@ -85,10 +85,11 @@ export async function sweep(deps: SweepDeps): Promise<number> {
     // job moved during the look-up is seen where it arrives. One pipeline per queue: a queue's
     // keys share one slot (a cluster refuses a pipeline across slots).
     const client = (await queues.first.client) as unknown as Redis;
-    const names = [
+    const namesNow = async () => [
       ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
       ...queues.all.map((queue) => queue.name).reverse(),
     ];
+    const names = await namesNow();
     const ids = page.map((row) => row.messageId);
     const queued = await queuedOf(client, queues.prefix, names, ids);
     const unseen = ids.filter((id) => !queued.has(id));
@@ -99,8 +100,9 @@ export async function sweep(deps: SweepDeps): Promise<number> {
         unseen.slice(from, from + MAX_LOCKS),
         async (held) => {
           if (held.length === 0) return 0;
-          // Under the locks (decision 0041): looked for once more, then read again in Postgres.
-          const queuedNow = await queuedOf(client, queues.prefix, names, held);
+          // Under the locks (decision 0041): looked for once more, in the queues as they are now
+          // (a shard may have got its first job since), then read again in Postgres.
+          const queuedNow = await queuedOf(client, queues.prefix, await namesNow(), held);
           const jobless = await stillUnfinished(
             deps.db,
             unfinished,

@@ -3,6 +3,7 @@ import { Queue } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   type DeliveryJobData,
+  DeliveryQueues,
   deliveryJobOptions,
   deliveryQueueName,
   LEGACY_DELIVERY_QUEUE,
@@ -290,6 +291,50 @@ describe("given movers and sweepers of two shard counts at the same messages at 
       expect([[three.queues.forMessage(id).name], [four.queues.forMessage(id).name]], id).toContainEqual(
         holding.get(id),
       );
+    three.startWorker();
+    four.startWorker();
+    await expectAllFinalOnce(three, org.id, ids);
+  });
+  it("a sweeper whose look began before another count's sweeper put a job in a shard new to it: no second job", async () => {
+    const prefix = `shards-${randomUUID().slice(0, 8)}`;
+    const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+    const four = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "4" });
+    const org = await onboard(three);
+    const ids = await sendMany(three, org.apiKey, 16);
+    await relayAll(three);
+    for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
+    const inShard3 = ids.filter((id) => four.queues.forMessage(id).name === deliveryQueueName(3));
+    expect(inShard3.length).toBeGreaterThan(0);
+    // The count-3 sweeper has listed its queues (shard 3 has never held a job: not among them);
+    // before its look, the count-4 sweeper adds every job, some in shard 3, and lets go its locks.
+    let other: Promise<number> | undefined;
+    const client = await three.queues.first.client;
+    const hooked = new Proxy(client, {
+      get(target, property) {
+        if (property === "pipeline")
+          return () => {
+            const pipeline = target.pipeline();
+            const exec = pipeline.exec.bind(pipeline);
+            pipeline.exec = async () => {
+              other ??= sweep({ db: four.db, queue: four.queues, now: later, graceMs: 0 });
+              await other;
+              return exec();
+            };
+            return pipeline;
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const [first, ...rest] = three.queues.all;
+    const looking = new DeliveryQueues([
+      Object.create(first as Queue<DeliveryJobData>, { client: { get: () => Promise.resolve(hooked) } }),
+      ...rest,
+    ]);
+    expect(await sweep({ db: three.db, queue: looking, now: later, graceMs: 0 })).toBe(0);
+    expect(await other).toBe(ids.length);
+    const holding = await queuesHolding(three, ids);
+    for (const id of ids) expect(holding.get(id), id).toEqual([four.queues.forMessage(id).name]);
     three.startWorker();
     four.startWorker();
     await expectAllFinalOnce(three, org.id, ids);
