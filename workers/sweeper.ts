@@ -60,6 +60,38 @@ export async function sweep(deps: SweepDeps): Promise<number> {
         .where(eq(scheduledDeliveries.messageId, messages.messageId)),
     ),
   );
+  // A job in any delivery queue counts: today's shards, and the stray ones (the legacy queue,
+  // shards beyond N) that processes of another count or release still use. Looked up from the
+  // legacy queue down to shard 0, the way the workers move jobs (always to a lower shard), so a
+  // job moved during the look-up is seen where it arrives. One pipeline per queue: a queue's
+  // keys share one slot (a cluster refuses a pipeline across slots).
+  const namesNow = async (client: Redis) => [
+    ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
+    ...queues.all.map((queue) => queue.name).reverse(),
+  ];
+  /**
+   * Adds a job for those of `held` (their job-change locks held, decision 0041) still without one,
+   * looked for once more in the queues as they are now (a shard may have got its first job since
+   * the first look), and still unfinished in Postgres. Returns how many it added.
+   */
+  const addJobless = async (client: Redis, held: string[]): Promise<number> => {
+    if (held.length === 0) return 0;
+    const queued = await queuedOf(client, queues.prefix, await namesNow(client), held);
+    const jobless = await stillUnfinished(
+      deps.db,
+      unfinished,
+      held.filter((id) => !queued.has(id)),
+    );
+    for (const row of jobless) {
+      const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - deps.now().getTime() : 0;
+      await enqueueDelivery(queues.forMessage(row.messageId), {
+        messageId: row.messageId,
+        priority: row.priority,
+        delayMs,
+      });
+    }
+    return jobless.length;
+  };
   for (;;) {
     const page = await deps.db
       .select({
@@ -79,45 +111,17 @@ export async function sweep(deps: SweepDeps): Promise<number> {
       .limit(pageSize);
     if (page.length === 0) return enqueued;
 
-    // A job in any delivery queue counts: today's shards, and the stray ones (the legacy queue,
-    // shards beyond N) that processes of another count or release still use. Looked up from the
-    // legacy queue down to shard 0, the way the workers move jobs (always to a lower shard), so a
-    // job moved during the look-up is seen where it arrives. One pipeline per queue: a queue's
-    // keys share one slot (a cluster refuses a pipeline across slots).
+    // Redis is asked only once there is a page (a pass with nothing to sweep never waits on it).
     const client = (await queues.first.client) as unknown as Redis;
-    const namesNow = async () => [
-      ...(await strayDeliveryQueueNames(client, queues.prefix, queues.all.length)),
-      ...queues.all.map((queue) => queue.name).reverse(),
-    ];
-    const names = await namesNow();
     const ids = page.map((row) => row.messageId);
-    const queued = await queuedOf(client, queues.prefix, names, ids);
+    const queued = await queuedOf(client, queues.prefix, await namesNow(client), ids);
     const unseen = ids.filter((id) => !queued.has(id));
     for (let from = 0; from < unseen.length; from += MAX_LOCKS)
       enqueued += await withJobChangeLocks(
         client,
         queues.prefix,
         unseen.slice(from, from + MAX_LOCKS),
-        async (held) => {
-          if (held.length === 0) return 0;
-          // Under the locks (decision 0041): looked for once more, in the queues as they are now
-          // (a shard may have got its first job since), then read again in Postgres.
-          const queuedNow = await queuedOf(client, queues.prefix, await namesNow(), held);
-          const jobless = await stillUnfinished(
-            deps.db,
-            unfinished,
-            held.filter((id) => !queuedNow.has(id)),
-          );
-          for (const row of jobless) {
-            const delayMs = row.nextAttemptAt ? row.nextAttemptAt.getTime() - deps.now().getTime() : 0;
-            await enqueueDelivery(queues.forMessage(row.messageId), {
-              messageId: row.messageId,
-              priority: row.priority,
-              delayMs,
-            });
-          }
-          return jobless.length;
-        },
+        (held) => addJobless(client, held),
       );
     const last = page[page.length - 1];
     if (!last || page.length < pageSize) return enqueued;

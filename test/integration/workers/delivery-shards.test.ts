@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Queue } from "bullmq";
+import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   type DeliveryJobData,
@@ -14,6 +15,7 @@ import { moveStrayJobs } from "../../../workers/stray-jobs.js";
 import { sweep } from "../../../workers/sweeper.js";
 import { createHarness, eventually, type Harness, onboard, sendSms } from "../../support/harness.js";
 import { createOwnDatabase } from "../../support/own-database.js";
+import { beforeEachPipeline, throughClient } from "../../support/redis-interleave.js";
 
 /**
  * Delivery queue shards (QUEUE_SHARDS, decision 0041) on the machine's Redis: the relay puts each
@@ -239,6 +241,21 @@ describe("given processes of two shard counts side by side (a rolling change of 
   }, 60_000);
 });
 
+/**
+ * Processes of 3 and of 4 shards on one prefix, and `count` messages relayed by the first whose
+ * jobs Redis then lost (no job, no outbox row: what the sweepers re-add).
+ */
+async function lostJobsOfThreeAndFour(count: number) {
+  const prefix = `shards-${randomUUID().slice(0, 8)}`;
+  const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
+  const four = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "4" });
+  const org = await onboard(three);
+  const ids = await sendMany(three, org.apiKey, count);
+  await relayAll(three);
+  for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
+  return { three, four, org, ids };
+}
+
 describe("given movers and sweepers of two shard counts at the same messages at once", () => {
   it("two movers of the untagged queue's jobs: each message ends with one job", async () => {
     const prefix = `shards-${randomUUID().slice(0, 8)}`;
@@ -274,16 +291,27 @@ describe("given movers and sweepers of two shard counts at the same messages at 
   });
 
   it("two sweepers of messages whose jobs Redis lost: each message gets one job", async () => {
-    const prefix = `shards-${randomUUID().slice(0, 8)}`;
-    const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
-    const four = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "4" });
-    const org = await onboard(three);
-    const ids = await sendMany(three, org.apiKey, 30);
-    await relayAll(three);
-    for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
-    // Both look, find no job, and add one: without the lock, each to its own count's shard.
+    const { three, four, org, ids } = await lostJobsOfThreeAndFour(30);
+    // Neither sweeper's first look goes out before both are about to look: both find no job, and
+    // without the lock each would add one, to its own count's shard.
+    let arrived = 0;
+    let release = () => {};
+    const bothLooking = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     const added = await Promise.all(
-      [three, four].map((h) => sweep({ db: h.db, queue: h.queues, now: later, graceMs: 0 })),
+      [three, four].map(async (h) => {
+        let first = true;
+        const client = beforeEachPipeline((await h.queues.first.client) as unknown as Redis, async () => {
+          if (!first) return;
+          first = false;
+          if (++arrived === 2) release();
+          await bothLooking;
+        });
+        const [shard0, ...rest] = h.queues.all;
+        const queue = new DeliveryQueues([throughClient(shard0 as Queue<DeliveryJobData>, client), ...rest]);
+        return sweep({ db: h.db, queue, now: later, graceMs: 0 });
+      }),
     );
     expect(added.reduce((sum, count) => sum + count, 0)).toBe(ids.length);
     const holding = await queuesHolding(three, ids);
@@ -296,41 +324,18 @@ describe("given movers and sweepers of two shard counts at the same messages at 
     await expectAllFinalOnce(three, org.id, ids);
   });
   it("a sweeper whose look began before another count's sweeper put a job in a shard new to it: no second job", async () => {
-    const prefix = `shards-${randomUUID().slice(0, 8)}`;
-    const three = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "3" });
-    const four = harness({ QUEUE_PREFIX: prefix, QUEUE_SHARDS: "4" });
-    const org = await onboard(three);
-    const ids = await sendMany(three, org.apiKey, 16);
-    await relayAll(three);
-    for (const id of ids) await (await three.queues.forMessage(id).getJob(id))?.remove();
+    const { three, four, org, ids } = await lostJobsOfThreeAndFour(16);
     const inShard3 = ids.filter((id) => four.queues.forMessage(id).name === deliveryQueueName(3));
     expect(inShard3.length).toBeGreaterThan(0);
     // The count-3 sweeper has listed its queues (shard 3 has never held a job: not among them);
     // before its look, the count-4 sweeper adds every job, some in shard 3, and lets go its locks.
     let other: Promise<number> | undefined;
-    const client = await three.queues.first.client;
-    const hooked = new Proxy(client, {
-      get(target, property) {
-        if (property === "pipeline")
-          return () => {
-            const pipeline = target.pipeline();
-            const exec = pipeline.exec.bind(pipeline);
-            pipeline.exec = async () => {
-              other ??= sweep({ db: four.db, queue: four.queues, now: later, graceMs: 0 });
-              await other;
-              return exec();
-            };
-            return pipeline;
-          };
-        const value = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
+    const hooked = beforeEachPipeline((await three.queues.first.client) as unknown as Redis, async () => {
+      other ??= sweep({ db: four.db, queue: four.queues, now: later, graceMs: 0 });
+      await other;
     });
     const [first, ...rest] = three.queues.all;
-    const looking = new DeliveryQueues([
-      Object.create(first as Queue<DeliveryJobData>, { client: { get: () => Promise.resolve(hooked) } }),
-      ...rest,
-    ]);
+    const looking = new DeliveryQueues([throughClient(first as Queue<DeliveryJobData>, hooked), ...rest]);
     expect(await sweep({ db: three.db, queue: looking, now: later, graceMs: 0 })).toBe(0);
     expect(await other).toBe(ids.length);
     const holding = await queuesHolding(three, ids);

@@ -19,6 +19,7 @@ import {
   simulatorProviders,
   unreachableQueue,
 } from "../../support/harness.js";
+import { beforeEachPipeline, throughClient } from "../../support/redis-interleave.js";
 import { attemptsOf, dataOf, expectFinishedHistory, rowOf, shapeOf } from "./history.js";
 
 const h = createHarness();
@@ -216,39 +217,13 @@ describe("sweeper", () => {
     // The sweep reads the message unfinished; then, before it looks in Redis, the message's job
     // ends (here: its delivery is recorded by hand, as the worker records it before the job ends).
     let ended: Promise<MessageState> | undefined;
-    const client = (await h.queue.client) as unknown as Redis;
-    const looking = new Proxy(client, {
-      get(target, property) {
-        if (property === "pipeline")
-          return () => {
-            const pipeline = target.pipeline();
-            const exec = pipeline.exec.bind(pipeline);
-            const exists = pipeline.exists.bind(pipeline);
-            let looksForIt = false;
-            pipeline.exists = ((key: string) => {
-              if (key.endsWith(`:${id}`)) looksForIt = true;
-              return exists(key);
-            }) as typeof pipeline.exists;
-            pipeline.exec = async () => {
-              if (looksForIt) {
-                ended ??= attemptByHand(id, {
-                  ok: true,
-                  provider: "simulator",
-                  providerMessageId: "by-hand",
-                });
-                await ended;
-              }
-              return exec();
-            };
-            return pipeline;
-          };
-        const value = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
+    const looking = beforeEachPipeline((await h.queue.client) as unknown as Redis, async (keys) => {
+      if (!keys.some((key) => key.endsWith(`:${id}`))) return;
+      ended ??= attemptByHand(id, { ok: true, provider: "simulator", providerMessageId: "by-hand" });
+      await ended;
     });
     const added: string[] = [];
-    const queue = Object.create(h.queue, {
-      client: { get: () => Promise.resolve(looking) },
+    const queue = throughClient(h.queue, looking, {
       add: {
         value(this: Queue<DeliveryJobData>, ...args: Parameters<Queue<DeliveryJobData>["add"]>) {
           added.push(args[1].messageId);
