@@ -10,6 +10,7 @@ import type { AppEnv } from "../types.js";
 import { type LimitState, limitHeaders, reportLimit } from "./limit-headers.js";
 import {
   isReplay,
+  limitKeyPrefix,
   positionsByKey,
   REDIS_TIMEOUT_MS,
   RedisTimeoutError,
@@ -30,18 +31,22 @@ const KEY_GRACE_MS = 3_600_000;
 
 /**
  * Takes up to ARGV[1] units of a day's quota (ARGV[2]) from the counter KEYS[1], never counting
- * past the quota; a counter it creates expires ARGV[3] ms later (the day's end, plus a grace).
- * Returns `{granted, used}`: how many were taken, and the count after them. One key per call, so
- * it runs on a Redis Cluster as it is.
+ * past the quota; a counter it creates starts at ARGV[4] (the day's count carried from the
+ * counter's name before the `{limits}` tag, 0 when none) and expires ARGV[3] ms later (the day's
+ * end, plus a grace). Returns `{granted, used}`: how many were taken, and the count after them.
+ * One key per call, so it runs on a Redis Cluster as it is.
  */
 export const QUOTA_TAKE_SCRIPT = `
 local want = tonumber(ARGV[1])
 local quota = tonumber(ARGV[2])
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local saved = redis.call('GET', KEYS[1])
+local used = tonumber(saved or ARGV[4])
 local granted = math.min(want, math.max(0, quota - used))
-if granted > 0 then
-  used = redis.call('INCRBY', KEYS[1], granted)
-  if used == granted then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+if saved then
+  if granted > 0 then used = redis.call('INCRBY', KEYS[1], granted) end
+elseif used + granted > 0 then
+  used = used + granted
+  redis.call('SET', KEYS[1], used, 'PX', ARGV[3])
 end
 return {granted, used}
 `;
@@ -54,7 +59,13 @@ return redis.call('DECRBY', KEYS[1], math.min(used, tonumber(ARGV[1])))
 `;
 
 interface QuotaCommands {
-  sendQuotaTake(key: string, want: number, quota: number, ttlMs: number): Promise<[number, number]>;
+  sendQuotaTake(
+    key: string,
+    want: number,
+    quota: number,
+    ttlMs: number,
+    carried: number,
+  ): Promise<[number, number]>;
   sendQuotaGiveBack(key: string, units: number): Promise<number>;
 }
 
@@ -80,7 +91,7 @@ export function utcDay(at: Date): { day: string; msLeft: number } {
 
 /**
  * Per-organization quota of messages per UTC day (`SEND_DAILY_QUOTA`), one counter per
- * organization and day in Redis (`<QUEUE_PREFIX>:quota:send:<organization id>:<day>`), shared by
+ * organization and day in Redis (`<QUEUE_PREFIX>:{limits}:quota:send:<organization id>:<day>`), shared by
  * every web process. Undefined when there is no quota (0) or no Redis.
  */
 export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
@@ -92,26 +103,48 @@ export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
   redis.defineCommand("sendQuotaTake", { numberOfKeys: 1, lua: QUOTA_TAKE_SCRIPT });
   redis.defineCommand("sendQuotaGiveBack", { numberOfKeys: 1, lua: QUOTA_GIVE_BACK_SCRIPT });
   const commands = redis as (Redis | Cluster) & QuotaCommands;
-  const keyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
+  const keyPrefix = limitKeyPrefix(deps.config.QUEUE_PREFIX, "quota:send");
   const policy = `${quota};w=86400`;
 
   let redisFailedAt = Number.NEGATIVE_INFINITY;
   const warn = throttledWarning(deps.logger, "daily quota: Redis unavailable, sends are not counted");
 
+  // An upgrade in the middle of a day keeps the day's count: the counter's name before the
+  // `{limits}` tag (decision 0041) is read once per organization and day by each process, and
+  // its count is where a counter the take creates starts. (Remove once every deployment has run
+  // a release with the tag for a whole day.)
+  const legacyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
+  const carriedKeys = new Set<string>();
+  let carriedDay = "";
+  const carriedCount = async (key: string, legacyKey: string, day: string): Promise<number> => {
+    if (day !== carriedDay) {
+      carriedKeys.clear();
+      carriedDay = day;
+    }
+    if (carriedKeys.has(key)) return 0;
+    const count = Number((await redis.get(legacyKey)) ?? 0);
+    carriedKeys.add(key);
+    return count;
+  };
+
   // The sends of one organization that arrive together take their units with one call.
   const take = microBatch(
     async (
-      wants: Array<{ key: string; ttlMs: number; units: number }>,
+      wants: Array<{ organizationId: string; day: string; ttlMs: number; units: number }>,
     ): Promise<Array<{ granted: number; used: number }>> => {
       const results = new Array<{ granted: number; used: number }>(wants.length);
+      const keys = wants.map(({ organizationId, day }) => `${organizationId}:${day}`);
       await Promise.all(
-        Array.from(positionsByKey(wants.map(({ key }) => key)), async ([key, indexes]) => {
-          // The same key is the same day: any of its requests' expiry will do.
-          const ttlMs = wants[indexes[0] as number]?.ttlMs as number;
+        Array.from(positionsByKey(keys), async ([orgDay, indexes]) => {
+          // The same key is the same day: any of its requests' day and expiry will do.
+          const { day, ttlMs } = wants[indexes[0] as number] as { day: string; ttlMs: number };
           const units = indexes.map((index) => (wants[index] as { units: number }).units);
           const total = units.reduce((sum, n) => sum + n, 0);
+          const key = `${keyPrefix}:${orgDay}`;
           const [granted, used] = await withTimeout(
-            commands.sendQuotaTake(key, total, quota, ttlMs),
+            carriedCount(key, `${legacyPrefix}:${orgDay}`, day).then((carried) =>
+              commands.sendQuotaTake(key, total, quota, ttlMs, carried),
+            ),
             REDIS_TIMEOUT_MS,
           );
           // The earliest get the units; each sees the count as if they had come one by one.
@@ -154,7 +187,7 @@ export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
       let granted: number;
       let used: number;
       try {
-        ({ granted, used } = await take({ key, ttlMs: msLeft + KEY_GRACE_MS, units }));
+        ({ granted, used } = await take({ organizationId, day, ttlMs: msLeft + KEY_GRACE_MS, units }));
       } catch (error) {
         redisFailedAt = performance.now();
         warn(error);

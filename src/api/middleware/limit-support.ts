@@ -7,6 +7,16 @@ import type { AppEnv } from "../types.js";
 
 /** What the send rate limit and the daily quota share: their Redis, its time-out, their warnings and batching. */
 
+/**
+ * Where every limit's keys live: `<QUEUE_PREFIX>:{limits}:<limit>:…`. The hash tag puts the keys
+ * of every limit and organization in one slot, so on a Redis Cluster a web process's limit
+ * commands of one turn of its event loop go to one master in one write, as on a single node,
+ * rather than to every master that holds some organization's key (docs/decisions/0041).
+ */
+export function limitKeyPrefix(queuePrefix: string, limit: string): string {
+  return `${queuePrefix}:{limits}:${limit}`;
+}
+
 /** Past this a limit's Redis counts as unavailable for that request. */
 export const REDIS_TIMEOUT_MS = 250;
 const WARN_EVERY_MS = 10_000;

@@ -16,6 +16,7 @@ import type { AppEnv } from "../types.js";
 import { type LimitState, limitHeaders, reportLimit } from "./limit-headers.js";
 import {
   isReplay,
+  limitKeyPrefix,
   positionsByKey,
   REDIS_TIMEOUT_MS,
   redisOfQueue,
@@ -44,7 +45,7 @@ export interface RateLimitDeps {
 
 /** One per-organization token bucket: what it limits, and how fast. */
 export interface BucketOptions {
-  /** Names the bucket's keys (`<QUEUE_PREFIX>:rate-limit:<name>:<organization id>`) and its log lines. */
+  /** Names the bucket's keys (`<QUEUE_PREFIX>:{limits}:rate-limit:<name>:<organization id>`) and its log lines. */
   name: string;
   /** Tokens a second (0: no limit). */
   rate: number;
@@ -196,7 +197,7 @@ export function createTokenBucket(deps: RateLimitDeps, options: BucketOptions): 
   const refillSeconds = burst / rate;
   const policy = `${burst};w=${Math.ceil(refillSeconds)}`;
 
-  const keyPrefix = `${deps.config.QUEUE_PREFIX}:rate-limit:${options.name}`;
+  const keyPrefix = limitKeyPrefix(deps.config.QUEUE_PREFIX, `rate-limit:${options.name}`);
   // A fixed window close to the bucket: `burst` sends per refill time, in this process only.
   const insuranceLimiter = new RateLimiterMemory({ keyPrefix, points: burst, duration: refillSeconds });
   const redis = deps.redis ?? redisOfQueue(deps.queue);

@@ -231,7 +231,9 @@ describe("given a Redis Cluster whose shard-0 master dies mid-flow, and then a w
     );
     try {
       const day = new Date().toISOString().slice(0, 10);
-      const counted = Number(await client.get(`${s.env.QUEUE_PREFIX}:quota:send:${s.organizationId}:${day}`));
+      const counted = Number(
+        await client.get(`${s.env.QUEUE_PREFIX}:{limits}:quota:send:${s.organizationId}:${day}`),
+      );
       expect(counted).toBeGreaterThan(0.9 * Math.floor(TOTAL / 3));
     } finally {
       client.disconnect();

@@ -184,6 +184,22 @@ describe("the daily quota", () => {
     expect(rateLimitFields(nextDay)).toMatchObject({ limit: "3", remaining: "2", reset: "86400" });
   });
 
+  it("given a day's count under the counter's name before the {limits} tag (an upgrade mid-day), then the day goes on from it", async () => {
+    const time = clock("2026-11-24T12:00:00.000Z");
+    const app = createApp({ ...h.deps, now: time.now });
+    const { id, apiKey } = await onboard(h);
+    const prefix = h.config.QUEUE_PREFIX;
+    await h.redis.set(`${prefix}:quota:send:${id}:2026-11-24`, "2", "PX", 60_000);
+    const last = await send(app, apiKey);
+    expect(last.status).toBe(202);
+    expect(last.headers.get("ratelimit-remaining")).toBe("0");
+    expect((await send(app, apiKey)).status).toBe(429);
+    expect(await h.redis.get(`${prefix}:{limits}:quota:send:${id}:2026-11-24`)).toBe("3");
+    expect(await h.redis.pttl(`${prefix}:{limits}:quota:send:${id}:2026-11-24`)).toBeGreaterThan(43_200_000);
+    // Another process reads the old name too, but the counter exists: it counts on from there.
+    expect((await send(createApp({ ...sibling.deps, now: time.now }), apiKey)).status).toBe(429);
+  });
+
   it("does not count dry runs, replays of an Idempotency-Key, or refused requests", async () => {
     const org = await onboard(h);
     const idempotent = { headers: { "Idempotency-Key": "once" } };
@@ -328,7 +344,7 @@ describe("what the daily quota counts, decided by the handler", () => {
       const time = clock("2026-11-24T12:00:00.000Z");
       const app = createApp({ ...h.deps, queue, now: time.now, config: { ...h.config, SEND_RATE_LIMIT: 0 } });
       const org = await onboard(h);
-      const key = `${h.config.QUEUE_PREFIX}:quota:send:${org.id}:2026-11-24`;
+      const key = `${h.config.QUEUE_PREFIX}:{limits}:quota:send:${org.id}:2026-11-24`;
       expect((await send(app, org.apiKey)).status).toBe(202);
       expect(await redis.get(key)).toBe("1");
       hung.freeze();

@@ -117,9 +117,21 @@ describe("given a Redis Cluster of 3 masters (REDIS_CLUSTER_NODES)", () => {
     const prefix = h.config.QUEUE_PREFIX;
     const owner = await cluster.masterOf(`${prefix}:${DELIVERY_QUEUE}:meta`);
     expect(await cluster.masterOf(`${prefix}:${DELIVERY_QUEUE}:wait`)).toBe(owner);
-    expect(await h.redis.exists(`${prefix}:rate-limit:send:${org.id}`)).toBe(1);
     const day = new Date().toISOString().slice(0, 10);
-    expect(Number(await h.redis.get(`${prefix}:quota:send:${org.id}:${day}`))).toBe(10);
+    const limitKeys = (organizationId: string) => [
+      `${prefix}:{limits}:rate-limit:send:${organizationId}`,
+      `${prefix}:{limits}:quota:send:${organizationId}:${day}`,
+    ];
+    const [bucket, quota] = limitKeys(org.id) as [string, string];
+    expect(await h.redis.exists(bucket)).toBe(1);
+    expect(Number(await h.redis.get(quota))).toBe(10);
+    // Every organization's limit keys share one slot: a turn's limit commands go to one master.
+    const other = await onboard(h);
+    await sendAll(h, other.apiKey, 1);
+    const keys = [...limitKeys(org.id), ...limitKeys(other.id)];
+    expect(await Promise.all(keys.map((key) => h.redis.exists(key)))).toEqual([1, 1, 1, 1]);
+    const slots = await Promise.all(keys.map((key) => h.redis.cluster("KEYSLOT", key)));
+    expect(new Set(slots).size).toBe(1);
     // The worker's health probe writes to the queue's master.
     await probeRedisWrite(h.redis, h.config.REDIS, [h.queue.toKey("health-probe")]);
     expect(await h.queue.getJobCounts("wait", "active", "delayed")).toEqual({
