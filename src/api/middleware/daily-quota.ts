@@ -110,21 +110,27 @@ export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
   const warn = throttledWarning(deps.logger, "daily quota: Redis unavailable, sends are not counted");
 
   // An upgrade in the middle of a day keeps the day's count: the counter's name before the
-  // `{limits}` tag (decision 0041) is read once per organization and day by each process, and
-  // its count is where a counter the take creates starts. (Remove once every deployment has run
-  // a release with the tag for a whole day.)
+  // `{limits}` tag (decision 0041) is read by each process for an organization's first take of
+  // a day, and its count is where a counter the take creates starts. (Remove once every
+  // deployment has run a release with the tag for a whole day.)
   const legacyPrefix = `${deps.config.QUEUE_PREFIX}:quota:send`;
-  const carriedKeys = new Set<string>();
+  const carried = new Set<string>();
   let carriedDay = "";
-  const carriedCount = async (key: string, legacyKey: string, day: string): Promise<number> => {
+  /** The old counter's count, or 0 once this process's take of the key has run with it. */
+  const carriedCount = async (orgDay: string, day: string): Promise<number> => {
     if (day !== carriedDay) {
-      carriedKeys.clear();
+      carried.clear();
       carriedDay = day;
     }
-    if (carriedKeys.has(key)) return 0;
-    const count = Number((await redis.get(legacyKey)) ?? 0);
-    carriedKeys.add(key);
-    return count;
+    if (carried.has(orgDay)) return 0;
+    try {
+      return Number((await withTimeout(redis.get(`${legacyPrefix}:${orgDay}`), REDIS_TIMEOUT_MS)) ?? 0);
+    } catch (error) {
+      // Not a RedisTimeoutError: the take was never sent, so there is nothing to give back.
+      throw new Error("daily quota: the day's count under the counter's old name could not be read", {
+        cause: error,
+      });
+    }
   };
 
   // The sends of one organization that arrive together take their units with one call.
@@ -140,13 +146,12 @@ export function createDailyQuota(deps: DailyQuotaDeps): DailyQuota | undefined {
           const { day, ttlMs } = wants[indexes[0] as number] as { day: string; ttlMs: number };
           const units = indexes.map((index) => (wants[index] as { units: number }).units);
           const total = units.reduce((sum, n) => sum + n, 0);
-          const key = `${keyPrefix}:${orgDay}`;
+          const before = await carriedCount(orgDay, day);
           const [granted, used] = await withTimeout(
-            carriedCount(key, `${legacyPrefix}:${orgDay}`, day).then((carried) =>
-              commands.sendQuotaTake(key, total, quota, ttlMs, carried),
-            ),
+            commands.sendQuotaTake(`${keyPrefix}:${orgDay}`, total, quota, ttlMs, before),
             REDIS_TIMEOUT_MS,
           );
+          carried.add(orgDay);
           // The earliest get the units; each sees the count as if they had come one by one.
           let count = used - granted;
           let left = granted;

@@ -326,7 +326,10 @@ describe("what the daily quota counts, decided by the handler", () => {
     expect(next.headers.get("ratelimit-remaining")).toBe("1");
   });
 
-  it("given Redis that answers a take only after its 250 ms, then a request that accepted nothing gives the late unit back", async () => {
+  /** An app whose limits' Redis the test can freeze (it accepts connections and never answers). */
+  async function withHungRedis(
+    test: (hung: RedisServer, redis: Redis, app: ReturnType<typeof createApp>) => Promise<void>,
+  ) {
     const hung = await RedisServer.start();
     const redis = new Redis(hung.url, {
       enableOfflineQueue: false,
@@ -342,7 +345,21 @@ describe("what the daily quota counts, decided by the handler", () => {
     queue.on("error", () => {});
     try {
       const time = clock("2026-11-24T12:00:00.000Z");
-      const app = createApp({ ...h.deps, queue, now: time.now, config: { ...h.config, SEND_RATE_LIMIT: 0 } });
+      await test(
+        hung,
+        redis,
+        createApp({ ...h.deps, queue, now: time.now, config: { ...h.config, SEND_RATE_LIMIT: 0 } }),
+      );
+    } finally {
+      hung.thaw();
+      await queue.close().catch(() => {});
+      redis.disconnect();
+      await hung.kill();
+    }
+  }
+
+  it("given Redis that answers a take only after its 250 ms, then a request that accepted nothing gives the late unit back", async () => {
+    await withHungRedis(async (hung, redis, app) => {
       const org = await onboard(h);
       const key = `${h.config.QUEUE_PREFIX}:{limits}:quota:send:${org.id}:2026-11-24`;
       expect((await send(app, org.apiKey)).status).toBe(202);
@@ -353,12 +370,21 @@ describe("what the daily quota counts, decided by the handler", () => {
       hung.thaw();
       await redis.ping(); // answered after the late take and whatever followed it on this connection
       expect(await redis.get(key)).toBe("1");
-    } finally {
+    });
+  });
+
+  it("given Redis that answers the read of the counter's old name only after its 250 ms, then no take follows it late", async () => {
+    await withHungRedis(async (hung, redis, app) => {
+      const org = await onboard(h);
+      const key = `${h.config.QUEUE_PREFIX}:{limits}:quota:send:${org.id}:2026-11-24`;
+      hung.freeze();
+      // The organization's first take of the day reads the old name first: it goes on uncounted.
+      expect((await send(app, org.apiKey, { query: "?dry_run=true" })).status).toBe(200);
       hung.thaw();
-      await queue.close().catch(() => {});
-      redis.disconnect();
-      await hung.kill();
-    }
+      // Round trips enough for whatever the read's late answer would set off to have reached Redis.
+      for (let i = 0; i < 5; i++) await redis.ping();
+      expect(await redis.exists(key)).toBe(0);
+    });
   });
 });
 
